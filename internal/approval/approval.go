@@ -1,0 +1,174 @@
+// Package approval decides whether an operation on a sandbox may run.
+//
+// Every operation becomes a Request. The Gate, a decorator around a
+// providers.Provider, evaluates the Policy (rules from a policy file and
+// from --allow/--deny/--yes), asks an Approver when the policy says "ask",
+// records the decision in the audit log, and only then reaches the provider.
+// The engine builds exactly one Gate per sandbox session and never hands out
+// the inner provider.
+package approval
+
+import (
+	"context"
+	"fmt"
+)
+
+// Source says who asked for an operation.
+type Source string
+
+// Request sources.
+const (
+	SourceUser   Source = "user"
+	SourceScript Source = "script"
+	SourceAgent  Source = "agent"
+	SourceMCP    Source = "mcp"
+	SourceSetup  Source = "setup"
+)
+
+// Kind is the class of an operation; rules match on it.
+type Kind string
+
+// Operation kinds.
+const (
+	KindExec     Kind = "exec"
+	KindRead     Kind = "read"
+	KindList     Kind = "list"
+	KindWrite    Kind = "write"
+	KindEdit     Kind = "edit"
+	KindDelete   Kind = "delete"
+	KindUpload   Kind = "upload"
+	KindDownload Kind = "download"
+)
+
+// Kinds lists every kind, in a stable order.
+var Kinds = []Kind{KindExec, KindRead, KindList, KindWrite, KindEdit, KindDelete, KindUpload, KindDownload}
+
+// FileEntry describes one file of an upload or download for the dialog.
+type FileEntry struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Exists is true when the destination already exists (an overwrite).
+	Exists bool `json:"exists,omitempty"`
+}
+
+// Details is what an approver shows so a person can decide: the exact effect.
+type Details struct {
+	// Cwd is the working directory of an exec.
+	Cwd string `json:"cwd,omitempty"`
+	// Diff is a unified diff for write and edit.
+	Diff string `json:"diff,omitempty"`
+	// Files lists what an upload or download moves.
+	Files []FileEntry `json:"files,omitempty"`
+	// Bytes is the total size moved or written.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Dest is the destination of an upload, download or rename.
+	Dest string `json:"dest,omitempty"`
+}
+
+// Request is one operation awaiting a decision.
+type Request struct {
+	Source   Source `json:"source"`
+	Kind     Kind   `json:"kind"`
+	Provider string `json:"provider"`
+	Sandbox  string `json:"sandbox"`
+	// Target is the command line for exec, the path otherwise.
+	Target  string  `json:"target"`
+	Details Details `json:"details,omitzero"`
+}
+
+// String renders the request as a rule would match it, e.g. "exec:go test".
+func (r Request) String() string { return fmt.Sprintf("%s:%s", r.Kind, r.Target) }
+
+// Effect is what a policy says about a request.
+type Effect string
+
+// Policy effects.
+const (
+	Allow Effect = "allow"
+	Deny  Effect = "deny"
+	Ask   Effect = "ask"
+)
+
+// Decision is the final answer for a request.
+type Decision struct {
+	Allow bool `json:"allow"`
+	// By says who decided: "policy", "flag", "user", "session", "default".
+	By string `json:"by"`
+	// Rule is the rule or flag that decided, e.g. `--allow "exec:go test *"`.
+	Rule string `json:"rule,omitempty"`
+	// Reason is a free-text reason, e.g. from "deny with a reason".
+	Reason string `json:"reason,omitempty"`
+	// SessionRule, when set on an allowing decision, is added to the
+	// session's allow rules so later matching requests pass without asking.
+	SessionRule string `json:"session_rule,omitempty"`
+}
+
+// Approver answers requests the policy marks "ask". Implementations: a line
+// prompt on a terminal, the TUI's dialog broker, and a deny-all used for
+// non-interactive runs. Approve blocks until a decision or ctx is done.
+type Approver interface {
+	Approve(ctx context.Context, req Request) (Decision, error)
+}
+
+// ApproverFunc adapts a function to Approver.
+type ApproverFunc func(ctx context.Context, req Request) (Decision, error)
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, req Request) (Decision, error) { return f(ctx, req) }
+
+type ctxKey int
+
+const (
+	sourceKey ctxKey = iota
+	detailsKey
+)
+
+// WithSource tags every gated call made with ctx as coming from src.
+// Untagged calls count as SourceUser.
+func WithSource(ctx context.Context, src Source) context.Context {
+	return context.WithValue(ctx, sourceKey, src)
+}
+
+// SourceFrom returns the source tagged on ctx, or SourceUser.
+func SourceFrom(ctx context.Context) Source {
+	if s, ok := ctx.Value(sourceKey).(Source); ok {
+		return s
+	}
+	return SourceUser
+}
+
+// WithDetails attaches the preview of the next gated call (for example the
+// file list of an upload, computed by the caller) to ctx.
+func WithDetails(ctx context.Context, d Details) context.Context {
+	return context.WithValue(ctx, detailsKey, d)
+}
+
+// DetailsFrom returns the details attached to ctx.
+func DetailsFrom(ctx context.Context) Details {
+	d, _ := ctx.Value(detailsKey).(Details)
+	return d
+}
+
+// DeniedError is returned for a denied request; the CLI exits 3 with it.
+type DeniedError struct {
+	Request  Request
+	Decision Decision
+	// Hint names the flag or rule that would allow the request.
+	Hint string
+}
+
+// Error names what was denied, why, and how to allow it.
+func (e *DeniedError) Error() string {
+	s := fmt.Sprintf("denied: %s %q", e.Request.Kind, e.Request.Target)
+	if e.Decision.Rule != "" {
+		s += " by " + e.Decision.Rule
+	}
+	if e.Decision.Reason != "" {
+		s += ": " + e.Decision.Reason
+	}
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}

@@ -1,0 +1,235 @@
+package providers
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Provider is the contract between the engine and one sandbox backend.
+//
+// Every method takes a context first and honours its cancellation. Methods
+// keyed by a sandbox id return an error matching ErrNotFound when the sandbox
+// does not exist. Errors are classified with the kinds in errors.go so the CLI
+// can map them to exit codes; providers keep the server's own message.
+type Provider interface {
+	// Name is the registry name of the provider ("local", "e2b", …).
+	Name() string
+	// Capabilities declares what the provider supports; the CLI refuses
+	// flags that need a missing capability before anything is created.
+	Capabilities() Capabilities
+
+	// Create makes a new sandbox and returns once it can run commands.
+	Create(ctx context.Context, spec Spec) (Info, error)
+	// Get describes one sandbox.
+	Get(ctx context.Context, id string) (Info, error)
+	// List returns the sandboxes visible to the provider whose labels
+	// contain every pair in filter.Labels.
+	List(ctx context.Context, filter Filter) ([]Info, error)
+	// Delete destroys the sandbox and everything in it. Deleting a
+	// sandbox that does not exist returns ErrNotFound.
+	Delete(ctx context.Context, id string) error
+
+	// Exec runs a command and streams its output to req.Stdout and
+	// req.Stderr as it is produced. A command that ran and exited returns
+	// its status in Result.ExitCode with a nil error, whatever the status.
+	// When req.Timeout elapses the whole process tree is killed and the
+	// error matches ErrTimeout.
+	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
+
+	// ReadFile opens a file for streaming. The caller closes it.
+	ReadFile(ctx context.Context, id, path string) (io.ReadCloser, error)
+	// WriteFile creates or replaces a file with the bytes of r, creating
+	// missing parent directories. A reader that fails leaves no partial file.
+	WriteFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error
+	// Stat describes one path without following a final symlink.
+	Stat(ctx context.Context, id, path string) (FileInfo, error)
+	// ListDir lists a directory. Depth 1 lists its entries; a larger depth
+	// descends that many levels; entries carry paths relative to the sandbox
+	// root (absolute).
+	ListDir(ctx context.Context, id, path string, depth int) ([]FileInfo, error)
+	// Mkdir creates a directory and its missing parents.
+	Mkdir(ctx context.Context, id, path string) error
+	// Remove deletes a path; a directory only when recursive is set.
+	Remove(ctx context.Context, id, path string, recursive bool) error
+	// Rename moves a path within the sandbox.
+	Rename(ctx context.Context, id, from, to string) error
+
+	// Upload unpacks a tar stream under dst, a directory inside the sandbox
+	// that is created when missing. Entries must stay beneath dst.
+	Upload(ctx context.Context, id, dst string, archive io.Reader) error
+	// Download writes a tar stream of src to w. A directory yields its
+	// contents relative to itself; a single file yields one entry named by
+	// its base name.
+	Download(ctx context.Context, id, src string, w io.Writer) error
+}
+
+// Grepper is an optional interface for providers that can search file
+// contents natively. Without it the engine runs grep inside the sandbox.
+type Grepper interface {
+	Grep(ctx context.Context, id string, req GrepRequest) ([]GrepMatch, error)
+}
+
+// Closer is an optional interface for providers that hold connections or
+// background work that must end when the program exits.
+type Closer interface {
+	Close() error
+}
+
+// Capabilities lists the optional features of a provider.
+type Capabilities struct {
+	// Network reports that --network on|off is honoured.
+	Network bool `json:"network"`
+	// TTL reports that the provider itself ends a sandbox after Spec.TTL.
+	// Without it the engine records the deadline and `delete --expired`
+	// enforces it.
+	TTL bool `json:"ttl"`
+	// Labels reports that labels are stored with the sandbox and filter List.
+	Labels bool `json:"labels"`
+	// Stdin reports that ExecRequest.Stdin is delivered to the command.
+	Stdin bool `json:"stdin"`
+	// Resources reports that Spec.Resources is honoured.
+	Resources bool `json:"resources"`
+	// Image reports that Spec.Image (a template, snapshot or image) is honoured.
+	Image bool `json:"image"`
+}
+
+// Spec describes a sandbox to create.
+type Spec struct {
+	// Labels are stored with the sandbox (metadata, tags) and used by List.
+	Labels map[string]string
+	// Env is set for every command run in the sandbox.
+	Env map[string]string
+	// TTL ends the sandbox after this long when the provider supports it.
+	TTL time.Duration
+	// Network selects the default network for commands.
+	Network Network
+	// Image names a template, snapshot or image; empty means the default.
+	Image string
+	// Resources asks for limits where supported.
+	Resources Resources
+}
+
+// Network is the network mode of a sandbox or a command.
+type Network string
+
+// Network modes. NetworkDefault lets the provider choose (off for local).
+const (
+	NetworkDefault Network = ""
+	NetworkOn      Network = "on"
+	NetworkOff     Network = "off"
+)
+
+// Resources are optional limits; zero means the provider default.
+type Resources struct {
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int     `json:"memory_mb,omitempty"`
+	Pids     int     `json:"pids,omitempty"`
+}
+
+// State is the coarse lifecycle state of a sandbox.
+type State string
+
+// Sandbox states shared by every provider.
+const (
+	StateRunning State = "running"
+	StatePaused  State = "paused"
+	StateStopped State = "stopped"
+	StateUnknown State = "unknown"
+)
+
+// Info describes a sandbox. It is a plain value, never a live handle.
+type Info struct {
+	ID        string            `json:"id"`
+	Provider  string            `json:"provider"`
+	State     State             `json:"state"`
+	Labels    map[string]string `json:"labels"`
+	CreatedAt time.Time         `json:"created_at"`
+	// ExpiresAt is zero when the sandbox has no deadline.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	Image     string    `json:"image,omitempty"`
+	Network   Network   `json:"network,omitempty"`
+}
+
+// Filter selects sandboxes in List.
+type Filter struct {
+	// Labels must all be present with equal values.
+	Labels map[string]string
+}
+
+// Matches reports whether labels contain every pair of the filter.
+func (f Filter) Matches(labels map[string]string) bool {
+	for k, v := range f.Labels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ExecRequest is one command to run.
+type ExecRequest struct {
+	// Argv runs a program directly. Exactly one of Argv and Shell is set.
+	Argv []string
+	// Shell runs a string with the sandbox's /bin/sh -c.
+	Shell string
+	// Cwd is the working directory; empty means the provider default
+	// (/workspace for local).
+	Cwd string
+	// Env adds to (and overrides) the sandbox environment.
+	Env map[string]string
+	// Stdin is copied to the command; nil means an empty stdin.
+	Stdin io.Reader
+	// Stdout and Stderr receive output as it is produced; nil discards.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout bounds the command; zero means no limit beyond ctx.
+	Timeout time.Duration
+	// Network overrides the sandbox's network mode for this command.
+	Network Network
+}
+
+// ExecResult is the outcome of a command that ran.
+type ExecResult struct {
+	// ExitCode is the command's status: 0..255, or 128+signal when killed.
+	ExitCode int           `json:"exit_code"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// FileInfo describes one path in a sandbox.
+type FileInfo struct {
+	// Path is absolute inside the sandbox.
+	Path    string      `json:"path"`
+	Name    string      `json:"name"`
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+	// Target is the link target when Mode has fs.ModeSymlink.
+	Target string `json:"target,omitempty"`
+}
+
+// IsDir reports whether the path is a directory.
+func (fi FileInfo) IsDir() bool { return fi.Mode.IsDir() }
+
+// GrepRequest is a content search.
+type GrepRequest struct {
+	// Pattern is a regular expression (RE2 syntax for native searchers,
+	// extended grep syntax for the fallback).
+	Pattern string
+	// Path is a file or a directory searched recursively.
+	Path string
+	// Glob, when set, limits the files searched by base name or path.
+	Glob string
+	// IgnoreCase makes the match case-insensitive.
+	IgnoreCase bool
+	// MaxMatches stops the search after this many matches; zero means 1000.
+	MaxMatches int
+}
+
+// GrepMatch is one matching line.
+type GrepMatch struct {
+	Path string `json:"path"`
+	Line int    `json:"line"`
+	Text string `json:"text"`
+}

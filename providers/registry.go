@@ -1,0 +1,112 @@
+package providers
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Config is what a provider constructor may read. Providers never call
+// os.Getenv themselves: the CLI resolves flags, the environment and .env
+// files and hands the result over here.
+type Config struct {
+	// Getenv looks up a variable (the real environment over .env files).
+	Getenv func(key string) (string, bool)
+	// StateDir is the tool's state directory ($XDG_STATE_HOME/sandbox); a
+	// provider that keeps files stores them under StateDir/<name>.
+	StateDir string
+}
+
+// Lookup returns the value of key, or "" when it is unset.
+func (c Config) Lookup(key string) string {
+	if c.Getenv == nil {
+		return ""
+	}
+	v, _ := c.Getenv(key)
+	return v
+}
+
+// EnvKey documents one environment variable a provider reads.
+type EnvKey struct {
+	Name     string `json:"name"`
+	Help     string `json:"help"`
+	Required bool   `json:"required"`
+	// Secret values are masked wherever they are printed.
+	Secret bool `json:"secret"`
+}
+
+// Registration describes a provider to the registry.
+type Registration struct {
+	Name        string
+	Description string
+	// Env lists the variables the provider reads.
+	Env []EnvKey
+	// Capabilities is what the provider supports; it must equal what
+	// New(...).Capabilities() returns.
+	Capabilities Capabilities
+	// Hidden providers work but are not listed by `sandbox providers`.
+	Hidden bool
+	// New builds the provider. A missing required key returns a
+	// *CredentialError.
+	New func(cfg Config) (Provider, error)
+}
+
+// Configured reports whether every required variable is set in cfg.
+func (r Registration) Configured(cfg Config) (ok bool, missing []string) {
+	for _, k := range r.Env {
+		if k.Required && cfg.Lookup(k.Name) == "" {
+			missing = append(missing, k.Name)
+		}
+	}
+	return len(missing) == 0, missing
+}
+
+// Registry maps provider names to registrations. It is built once by the
+// program (see providers/all) and passed down; there is no global registry.
+type Registry struct {
+	regs map[string]Registration
+}
+
+// NewRegistry returns a registry holding regs. Duplicate names panic, as
+// they are a programming error.
+func NewRegistry(regs ...Registration) *Registry {
+	r := &Registry{regs: make(map[string]Registration, len(regs))}
+	for _, reg := range regs {
+		if _, dup := r.regs[reg.Name]; dup {
+			panic("providers: duplicate registration " + reg.Name)
+		}
+		r.regs[reg.Name] = reg
+	}
+	return r
+}
+
+// Lookup finds a registration. An unknown name returns an error that lists
+// the known ones.
+func (r *Registry) Lookup(name string) (Registration, error) {
+	if reg, ok := r.regs[name]; ok {
+		return reg, nil
+	}
+	return Registration{}, fmt.Errorf("unknown provider %q (known: %s): %w", name, strings.Join(r.Names(), ", "), ErrInvalid)
+}
+
+// Names returns the visible provider names, sorted.
+func (r *Registry) Names() []string {
+	var names []string
+	for n, reg := range r.regs {
+		if !reg.Hidden {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// All returns the visible registrations sorted by name.
+func (r *Registry) All() []Registration {
+	var out []Registration
+	for _, n := range r.Names() {
+		out = append(out, r.regs[n])
+	}
+	return slices.Clip(out)
+}
