@@ -1,0 +1,75 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/joho/godotenv"
+)
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// SandboxEnv builds the environment passed into a sandbox from --env-file
+// files (in order) and --env values (later wins). `--env KEY` alone copies
+// the host value (real environment, then .env) and is an error when unset.
+// Host variables never enter a sandbox unless named here.
+func SandboxEnv(env *Env, files []string, flags []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--env-file: %w", err)
+		}
+		m, err := ParseEnvFile(string(data))
+		if err != nil {
+			return nil, fmt.Errorf("--env-file %s: %w", f, err)
+		}
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	for _, fl := range flags {
+		k, v, hasVal := strings.Cut(fl, "=")
+		if !envName.MatchString(k) {
+			return nil, fmt.Errorf("--env %q: %q is not a valid variable name (use KEY=VALUE or KEY)", fl, k)
+		}
+		if !hasVal {
+			hv, ok := env.Getenv(k)
+			if !ok {
+				return nil, fmt.Errorf("--env %s: %s is not set on the host (give a value with --env %s=VALUE)", k, k, k)
+			}
+			v = hv
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// ParseEnvFile parses the contents of an env file with godotenv's syntax and
+// checks that every name is a valid variable name.
+func ParseEnvFile(s string) (map[string]string, error) {
+	m, err := godotenv.Unmarshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("parse env file: %w", err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !envName.MatchString(k) {
+			return nil, fmt.Errorf("parse env file: %q is not a valid variable name", k)
+		}
+	}
+	return m, nil
+}
+
+var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|pwd|credential|auth|private|session|cookie)`)
+
+// IsSecretName reports whether a variable name looks like it holds a secret,
+// so its value is masked in output, logs and JSON.
+func IsSecretName(name string) bool { return secretName.MatchString(name) }

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"bytes"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// MaskText replaces secret values in output.
+const MaskText = "***"
+
+// minSecretLen keeps short values (which would mask ordinary words) out.
+const minSecretLen = 4
+
+// Masker replaces registered secret values with MaskText. The zero value
+// masks nothing. It is safe for concurrent use once built.
+type Masker struct {
+	secrets [][]byte // longest first, so a longer secret wins over its prefix
+	maxLen  int
+}
+
+// NewMasker returns a masker for the given values; values shorter than four
+// bytes are ignored.
+func NewMasker(values ...string) *Masker {
+	m := &Masker{}
+	seen := map[string]bool{}
+	for _, v := range values {
+		if len(v) < minSecretLen || seen[v] {
+			continue
+		}
+		seen[v] = true
+		m.secrets = append(m.secrets, []byte(v))
+		m.maxLen = max(m.maxLen, len(v))
+	}
+	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
+	return m
+}
+
+// SecretsOf returns the values of env whose names look secret.
+func SecretsOf(env map[string]string) []string {
+	var out []string
+	for k, v := range env {
+		if IsSecretName(k) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Empty reports whether nothing would be masked.
+func (m *Masker) Empty() bool { return m == nil || len(m.secrets) == 0 }
+
+// String masks s.
+func (m *Masker) String(s string) string {
+	if m.Empty() {
+		return s
+	}
+	for _, sec := range m.secrets {
+		s = strings.ReplaceAll(s, string(sec), MaskText)
+	}
+	return s
+}
+
+// Writer wraps w so that secrets are masked even when a secret is split
+// across writes. Bytes that could start a secret are held back until the
+// next write or Close; Close flushes and does not close w.
+func (m *Masker) Writer(w io.Writer) io.WriteCloser {
+	if m.Empty() {
+		return nopCloser{w}
+	}
+	return &maskWriter{m: m, w: w}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+type maskWriter struct {
+	mu  sync.Mutex
+	m   *Masker
+	w   io.Writer
+	buf []byte
+}
+
+func (mw *maskWriter) Write(p []byte) (int, error) {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	mw.buf = append(mw.buf, p...)
+	out, rest := mw.m.split(mw.buf)
+	if len(out) > 0 {
+		if _, err := mw.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	mw.buf = append(mw.buf[:0], rest...)
+	return len(p), nil
+}
+
+func (mw *maskWriter) Close() error {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	if len(mw.buf) == 0 {
+		return nil
+	}
+	_, err := mw.w.Write([]byte(mw.m.String(string(mw.buf))))
+	mw.buf = mw.buf[:0]
+	return err
+}
+
+// split masks every complete secret in b and returns the masked output that
+// is safe to emit plus a tail that may be the start of a secret.
+func (m *Masker) split(b []byte) (out, rest []byte) {
+	var res bytes.Buffer
+	i := 0
+	for i < len(b) {
+		matched := false
+		for _, sec := range m.secrets { // longest first
+			n := len(b) - i
+			if n < len(sec) {
+				if bytes.Equal(b[i:], sec[:n]) {
+					// A longer secret may still complete: hold the tail.
+					return res.Bytes(), b[i:]
+				}
+				continue
+			}
+			if bytes.Equal(b[i:i+len(sec)], sec) {
+				res.WriteString(MaskText)
+				i += len(sec)
+				matched = true
+				break
+			}
+		}
+		if matched {
+			continue
+		}
+		res.WriteByte(b[i])
+		i++
+	}
+	return res.Bytes(), nil
+}
