@@ -62,8 +62,12 @@ type Details struct {
 	Files []FileEntry `json:"files,omitempty"`
 	// Bytes is the total size moved or written.
 	Bytes int64 `json:"bytes,omitempty"`
-	// Dest is the destination of an upload, download or rename.
+	// Dest is the destination of an upload, download or rename. For a
+	// rename (kind write) it is a sandbox path and rules match it too; for
+	// an upload or download it is where the bytes go and is only shown.
 	Dest string `json:"dest,omitempty"`
+	// Pattern is the glob or regular expression of a glob or grep.
+	Pattern string `json:"pattern,omitempty"`
 }
 
 // Request is one operation awaiting a decision.
@@ -73,8 +77,38 @@ type Request struct {
 	Provider string `json:"provider"`
 	Sandbox  string `json:"sandbox"`
 	// Target is the command line for exec, the path otherwise.
-	Target  string  `json:"target"`
-	Details Details `json:"details,omitzero"`
+	Target string `json:"target"`
+	// Argv is set when an exec runs a program directly rather than through
+	// a shell; Target is then the argv quoted for display, and rules see
+	// the argv as one segment that is never complex.
+	Argv    []string `json:"argv,omitempty"`
+	Details Details  `json:"details,omitzero"`
+}
+
+// Segments returns the command segments of an exec request: the argv as
+// one segment, or the shell command line split by SplitShell. It returns
+// nil for other kinds.
+func (r Request) Segments() []Segment {
+	switch {
+	case r.Kind != KindExec:
+		return nil
+	case r.Argv != nil:
+		return []Segment{ArgvSegment(r.Argv)}
+	default:
+		return SplitShell(r.Target)
+	}
+}
+
+// Paths returns the sandbox paths a non-exec request touches, which path
+// rules must all match: the target, and for a rename the destination.
+func (r Request) Paths() []string {
+	if r.Kind == KindExec {
+		return nil
+	}
+	if r.Kind == KindWrite && r.Details.Dest != "" {
+		return []string{r.Target, r.Details.Dest}
+	}
+	return []string{r.Target}
 }
 
 // String renders the request as a rule would match it, e.g. "exec:go test".
@@ -102,6 +136,9 @@ type Decision struct {
 	// SessionRule, when set on an allowing decision, is added to the
 	// session's allow rules so later matching requests pass without asking.
 	SessionRule string `json:"session_rule,omitempty"`
+	// SessionRules are further rules added like SessionRule, for a command
+	// whose segments need different rules.
+	SessionRules []string `json:"session_rules,omitempty"`
 }
 
 // Approver answers requests the policy marks "ask". Implementations: a line
