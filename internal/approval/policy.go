@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -420,14 +421,12 @@ func suggestSegment(seg Segment) string {
 // spellable reports whether words survive a rule's whitespace splitting.
 func spellable(words []string) bool {
 	for _, w := range words {
-		if w == "" || strings.IndexFunc(w, isSpace) >= 0 {
+		if w == "" || strings.IndexFunc(w, unicode.IsSpace) >= 0 {
 			return false
 		}
 	}
 	return true
 }
-
-func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' }
 
 func isSubcommand(w string) bool {
 	if w == "" || len(w) > 32 || w[0] < 'a' || w[0] > 'z' {

@@ -1,0 +1,793 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// GateOptions configures a Gate.
+type GateOptions struct {
+	// Policy decides requests; nil means the built-in defaults. NewGate
+	// copies it, so later changes to it do not affect the Gate.
+	Policy *Policy
+	// Approver is asked when the policy says ask. Nil means a
+	// non-interactive run: ask becomes deny, with a hint naming the flag
+	// that would allow the request.
+	Approver Approver
+	// Audit receives one record per request; nil keeps no log.
+	Audit *AuditLog
+	// OnEvent, when set, is called after each decision and after each
+	// operation finishes, from the goroutine that made the call.
+	OnEvent func(Event)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Mask hides registered secrets in what the Gate reports: targets,
+	// details, reasons, rules and errors in audit records, events and
+	// DeniedErrors. Nil masks nothing.
+	Mask func(string) string
+	// Workdir is the base of relative paths; empty means
+	// providers.DefaultWorkdir.
+	Workdir string
+}
+
+// Gate is the one approval gate: a providers.Provider that decides every
+// operation on a sandbox's contents before it reaches the provider it
+// wraps. A denied request never reaches that provider. The inner provider
+// is a named field, not embedded, so that a method added to
+// providers.Provider does not compile until its approval is decided.
+//
+// A Gate is safe for concurrent use.
+type Gate struct {
+	inner    providers.Provider
+	policy   *Policy
+	approver Approver
+	audit    *AuditLog
+	onEvent  func(Event)
+	now      func() time.Time
+	mask     func(string) string
+	workdir  string
+
+	mu      sync.Mutex
+	session []PolicyRule
+}
+
+var (
+	_ providers.Provider = (*Gate)(nil)
+	_ providers.Grepper  = (*Gate)(nil)
+	_ providers.Closer   = (*Gate)(nil)
+)
+
+// NewGate wraps inner. Only the engine calls it, once per sandbox session,
+// and it never hands inner out again.
+func NewGate(inner providers.Provider, opts GateOptions) *Gate {
+	g := &Gate{
+		inner:    inner,
+		policy:   opts.Policy.Clone(),
+		approver: opts.Approver,
+		audit:    opts.Audit,
+		onEvent:  opts.OnEvent,
+		now:      opts.Now,
+		mask:     opts.Mask,
+		workdir:  opts.Workdir,
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if g.mask == nil {
+		g.mask = func(s string) string { return s }
+	}
+	if g.workdir == "" {
+		g.workdir = providers.DefaultWorkdir
+	}
+	return g
+}
+
+// AllowForSession adds an allow rule for the rest of this Gate's life, as
+// an approver's "always" answer does. Deny and ask rules still win over it.
+func (g *Gate) AllowForSession(rule string) error {
+	r, err := ParseRule(rule)
+	if err != nil {
+		return fmt.Errorf("session rule: %w", err)
+	}
+	pr := PolicyRule{Rule: r, Origin: "session " + quoteFlagValue(r.String()), By: "session"}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !slices.ContainsFunc(g.session, func(x PolicyRule) bool { return x.Rule.String() == r.String() }) {
+		g.session = append(g.session, pr)
+	}
+	return nil
+}
+
+// SessionRules returns the rules added for this session, in order.
+func (g *Gate) SessionRules() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, len(g.session))
+	for i, r := range g.session {
+		out[i] = r.Rule.String()
+	}
+	return out
+}
+
+func (g *Gate) sessionRules() []PolicyRule {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.session)
+}
+
+// ---- lifecycle: not gated ----
+
+// Name passes through: it touches no sandbox.
+func (g *Gate) Name() string { return g.inner.Name() }
+
+// Capabilities passes through: it touches no sandbox.
+func (g *Gate) Capabilities() providers.Capabilities { return g.inner.Capabilities() }
+
+// Create passes through: creating, listing and deleting sandboxes are
+// governed by the command line (the verb and --sandbox-id/--keep), not by
+// the approval policy.
+func (g *Gate) Create(ctx context.Context, spec providers.Spec) (providers.Info, error) {
+	return g.inner.Create(ctx, spec)
+}
+
+// Get passes through: see Create.
+func (g *Gate) Get(ctx context.Context, id string) (providers.Info, error) {
+	return g.inner.Get(ctx, id)
+}
+
+// List passes through: see Create.
+func (g *Gate) List(ctx context.Context, filter providers.Filter) ([]providers.Info, error) {
+	return g.inner.List(ctx, filter)
+}
+
+// Delete passes through: see Create.
+func (g *Gate) Delete(ctx context.Context, id string) error {
+	return g.inner.Delete(ctx, id)
+}
+
+// Close closes the inner provider when it implements providers.Closer.
+func (g *Gate) Close() error {
+	if c, ok := g.inner.(providers.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// ---- gated operations ----
+
+// Exec is gated as KindExec. The target is the shell string, or the argv
+// quoted; rules see the argv as one segment.
+func (g *Gate) Exec(ctx context.Context, id string, er providers.ExecRequest) (providers.ExecResult, error) {
+	if er.Argv != nil && er.Shell != "" {
+		return providers.ExecResult{}, fmt.Errorf("exec: both argv and a shell string given: %w", providers.ErrInvalid)
+	}
+	req := g.request(ctx, KindExec, id, er.Shell)
+	if er.Argv != nil {
+		req.Argv = slices.Clone(er.Argv)
+		req.Target = QuoteArgv(er.Argv)
+	}
+	req.Details.Cwd = er.Cwd
+	req.Details.Dest = ""
+	var res providers.ExecResult
+	err := g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		var err error
+		res, err = g.inner.Exec(ctx, id, er)
+		if err != nil {
+			return nil, err
+		}
+		code := res.ExitCode
+		return &code, nil
+	})
+	return res, err
+}
+
+// ReadFile is gated as KindRead.
+func (g *Gate) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	p, err := g.clean(path)
+	if err != nil {
+		return nil, err
+	}
+	var rc io.ReadCloser
+	err = g.do(ctx, g.request(ctx, KindRead, id, p), func(ctx context.Context) (*int, error) {
+		var err error
+		rc, err = g.inner.ReadFile(ctx, id, p)
+		return nil, err
+	})
+	return rc, err
+}
+
+// WriteFile is gated as KindWrite; a diff or size the caller attached with
+// WithDetails is shown to the approver.
+func (g *Gate) WriteFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error {
+	p, err := g.clean(path)
+	if err != nil {
+		return err
+	}
+	req := g.request(ctx, KindWrite, id, p)
+	req.Details.Dest = ""
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, g.inner.WriteFile(ctx, id, p, r, mode)
+	})
+}
+
+// Stat is gated as KindList.
+func (g *Gate) Stat(ctx context.Context, id, path string) (providers.FileInfo, error) {
+	p, err := g.clean(path)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	var fi providers.FileInfo
+	err = g.do(ctx, g.request(ctx, KindList, id, p), func(ctx context.Context) (*int, error) {
+		var err error
+		fi, err = g.inner.Stat(ctx, id, p)
+		return nil, err
+	})
+	return fi, err
+}
+
+// ListDir is gated as KindList.
+func (g *Gate) ListDir(ctx context.Context, id, path string, depth int) ([]providers.FileInfo, error) {
+	p, err := g.clean(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []providers.FileInfo
+	err = g.do(ctx, g.request(ctx, KindList, id, p), func(ctx context.Context) (*int, error) {
+		var err error
+		out, err = g.inner.ListDir(ctx, id, p, depth)
+		return nil, err
+	})
+	return out, err
+}
+
+// Mkdir is gated as KindWrite.
+func (g *Gate) Mkdir(ctx context.Context, id, path string) error {
+	p, err := g.clean(path)
+	if err != nil {
+		return err
+	}
+	req := g.request(ctx, KindWrite, id, p)
+	req.Details.Dest = ""
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Mkdir(ctx, id, p)
+	})
+}
+
+// Remove is gated as KindDelete.
+func (g *Gate) Remove(ctx context.Context, id, path string, recursive bool) error {
+	p, err := g.clean(path)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, g.request(ctx, KindDelete, id, p), func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Remove(ctx, id, p, recursive)
+	})
+}
+
+// Rename is gated as KindWrite with Target from and Details.Dest to; path
+// rules must allow both.
+func (g *Gate) Rename(ctx context.Context, id, from, to string) error {
+	f, err := g.clean(from)
+	if err != nil {
+		return err
+	}
+	t, err := g.clean(to)
+	if err != nil {
+		return err
+	}
+	req := g.request(ctx, KindWrite, id, f)
+	req.Details.Dest = t
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Rename(ctx, id, f, t)
+	})
+}
+
+// Upload is gated as KindUpload with Target dst; the file list and sizes
+// the caller attached with WithDetails are shown to the approver.
+func (g *Gate) Upload(ctx context.Context, id, dst string, archive io.Reader) error {
+	p, err := g.clean(dst)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, g.request(ctx, KindUpload, id, p), func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Upload(ctx, id, p, archive)
+	})
+}
+
+// Download is gated as KindDownload with Target src.
+func (g *Gate) Download(ctx context.Context, id, src string, w io.Writer) error {
+	p, err := g.clean(src)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, g.request(ctx, KindDownload, id, p), func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Download(ctx, id, p, w)
+	})
+}
+
+// EditResult is the outcome of an Edit.
+type EditResult struct {
+	// Replacements is how many occurrences were replaced.
+	Replacements int `json:"replacements"`
+	// Diff is the unified diff that was approved and applied.
+	Diff string `json:"diff"`
+}
+
+// maxEditSize bounds the files Edit loads into memory.
+const maxEditSize = 16 << 20
+
+// Edit replaces old with new in a file, after ONE approval of kind
+// KindEdit whose Details.Diff is the unified diff. old must occur exactly
+// once, or at least once when all is set: otherwise the error matches
+// providers.ErrInvalid and says that the text was not found, or how often
+// it occurs. The file keeps its mode. Edit refuses to write when the file
+// changed while the approver was deciding.
+//
+// The file is read before the approver is asked (the diff needs it), but
+// only when neither the policy for the edit nor that for reading the file
+// already denies.
+func (g *Gate) Edit(ctx context.Context, id, path, old, new string, all bool) (EditResult, error) {
+	p, err := g.clean(path)
+	if err != nil {
+		return EditResult{}, err
+	}
+	if old == "" {
+		return EditResult{}, fmt.Errorf("edit %s: the text to replace is empty: %w", p, providers.ErrInvalid)
+	}
+	if old == new {
+		return EditResult{}, fmt.Errorf("edit %s: the old and new text are the same: %w", p, providers.ErrInvalid)
+	}
+	req := g.request(ctx, KindEdit, id, p)
+	req.Details.Dest = ""
+
+	// Decide what can be decided without the diff, so a denied edit never
+	// reaches the provider, not even to read.
+	session := g.sessionRules()
+	readReq := req
+	readReq.Kind = KindRead
+	if g.policy.evaluate(readReq, session).effect == Deny {
+		_, err := g.decide(ctx, readReq)
+		return EditResult{}, err
+	}
+	if v := g.policy.evaluate(req, session); v.effect == Deny || (v.effect == Ask && g.approver == nil) {
+		_, err := g.decide(ctx, req)
+		return EditResult{}, err
+	}
+
+	before, err := g.readAll(ctx, id, p)
+	if err != nil {
+		return EditResult{}, err
+	}
+	n := strings.Count(before, old)
+	switch {
+	case n == 0:
+		return EditResult{}, fmt.Errorf("edit %s: the text to replace was not found: %w", p, providers.ErrInvalid)
+	case n > 1 && !all:
+		return EditResult{}, fmt.Errorf("edit %s: the text to replace occurs %d times: add surrounding context to make it unique, or pass --all: %w", p, n, providers.ErrInvalid)
+	}
+	after := strings.Replace(before, old, new, 1)
+	if all {
+		after = strings.ReplaceAll(before, old, new)
+	} else {
+		n = 1
+	}
+	diff := unifiedDiff(p, before, after)
+	req.Details.Diff = diff
+	req.Details.Bytes = int64(len(after))
+
+	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		now, err := g.readAll(ctx, id, p)
+		if err != nil {
+			return nil, err
+		}
+		if now != before {
+			return nil, fmt.Errorf("edit %s: the file changed while waiting for approval; edit again: %w", p, providers.ErrInvalid)
+		}
+		mode := fs.FileMode(0o644)
+		if fi, err := g.inner.Stat(ctx, id, p); err == nil && fi.Mode&fs.ModeSymlink == 0 {
+			mode = fi.Mode.Perm()
+		}
+		return nil, g.inner.WriteFile(ctx, id, p, strings.NewReader(after), mode)
+	})
+	if err != nil {
+		return EditResult{}, err
+	}
+	return EditResult{Replacements: n, Diff: diff}, nil
+}
+
+// readAll reads a whole (bounded) file through the inner provider.
+func (g *Gate) readAll(ctx context.Context, id, p string) (string, error) {
+	rc, err := g.inner.ReadFile(ctx, id, p)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxEditSize+1))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	if len(data) > maxEditSize {
+		return "", fmt.Errorf("edit %s: file is larger than %d MiB: %w", p, maxEditSize>>20, providers.ErrInvalid)
+	}
+	return string(data), nil
+}
+
+func unifiedDiff(p, before, after string) string {
+	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A:        difflib.SplitLines(before),
+		B:        difflib.SplitLines(after),
+		FromFile: "a" + p,
+		ToFile:   "b" + p,
+		Context:  3,
+	})
+	if err != nil {
+		return ""
+	}
+	return d
+}
+
+// globDepth is how deep Glob lists below its root.
+const globDepth = 64
+
+// Glob lists the paths below root that match a doublestar pattern, after
+// one approval of kind KindList (target root). A relative pattern is
+// matched against the path relative to root, an absolute one against the
+// absolute path. Results are sorted by path.
+func (g *Gate) Glob(ctx context.Context, id, root, pattern string) ([]providers.FileInfo, error) {
+	r, err := g.clean(root)
+	if err != nil {
+		return nil, err
+	}
+	if pattern == "" || !doublestar.ValidatePattern(pattern) {
+		return nil, fmt.Errorf("glob: bad pattern %q: %w", pattern, providers.ErrInvalid)
+	}
+	req := g.request(ctx, KindList, id, r)
+	req.Details.Pattern = pattern
+	var out []providers.FileInfo
+	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		entries, err := g.inner.ListDir(ctx, id, r, globDepth)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			name := e.Path
+			if !strings.HasPrefix(pattern, "/") {
+				rel, ok := relativeTo(r, e.Path)
+				if !ok {
+					continue
+				}
+				name = rel
+			}
+			if ok, _ := doublestar.Match(pattern, name); ok {
+				out = append(out, e)
+			}
+		}
+		slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+		return nil, nil
+	})
+	return out, err
+}
+
+func relativeTo(root, p string) (string, bool) {
+	if root == "/" {
+		return strings.TrimPrefix(p, "/"), p != "/"
+	}
+	rel, ok := strings.CutPrefix(p, root+"/")
+	return rel, ok && rel != ""
+}
+
+// defaultMaxMatches is the GrepRequest.MaxMatches used when it is zero.
+const defaultMaxMatches = 1000
+
+// maxGrepOutput bounds the output of the grep fallback.
+const maxGrepOutput = 16 << 20
+
+// Grep searches file contents after one approval of kind KindList (target
+// req.Path). It uses the inner provider's providers.Grepper when there is
+// one, and otherwise runs `grep -rnHIE` inside the sandbox as argv (no
+// shell). At most MaxMatches (default 1000) matches are returned.
+func (g *Gate) Grep(ctx context.Context, id string, gr providers.GrepRequest) ([]providers.GrepMatch, error) {
+	if gr.Path == "" {
+		gr.Path = g.workdir
+	}
+	p, err := g.clean(gr.Path)
+	if err != nil {
+		return nil, err
+	}
+	if gr.Pattern == "" {
+		return nil, fmt.Errorf("grep: empty pattern: %w", providers.ErrInvalid)
+	}
+	gr.Path = p
+	if gr.MaxMatches <= 0 {
+		gr.MaxMatches = defaultMaxMatches
+	}
+	req := g.request(ctx, KindList, id, p)
+	req.Details.Pattern = gr.Pattern
+	var out []providers.GrepMatch
+	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		var err error
+		if gr2, ok := g.inner.(providers.Grepper); ok {
+			out, err = gr2.Grep(ctx, id, gr)
+		} else {
+			out, err = g.grepExec(ctx, id, gr)
+		}
+		if len(out) > gr.MaxMatches {
+			out = out[:gr.MaxMatches]
+		}
+		return nil, err
+	})
+	return out, err
+}
+
+// grepArgv builds the argv of the grep fallback.
+func grepArgv(gr providers.GrepRequest) []string {
+	argv := []string{"grep", "-rnHIE"}
+	if gr.IgnoreCase {
+		argv = append(argv, "-i")
+	}
+	if gr.Glob != "" {
+		argv = append(argv, "--include="+gr.Glob)
+	}
+	return append(argv, "--", gr.Pattern, gr.Path)
+}
+
+func (g *Gate) grepExec(ctx context.Context, id string, gr providers.GrepRequest) ([]providers.GrepMatch, error) {
+	stdout := &capWriter{max: maxGrepOutput}
+	stderr := &capWriter{max: 4096}
+	res, err := g.inner.Exec(ctx, id, providers.ExecRequest{Argv: grepArgv(gr), Cwd: "/", Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		return nil, fmt.Errorf("grep: %w", err)
+	}
+	matches := parseGrep(stdout.buf.String(), gr.MaxMatches)
+	switch {
+	case res.ExitCode == 0, res.ExitCode == 1 && len(matches) == 0:
+		return matches, nil
+	case len(matches) > 0:
+		// Some files could not be read; the matches found still count.
+		return matches, nil
+	default:
+		msg := strings.TrimSpace(stderr.buf.String())
+		if msg == "" {
+			msg = "exit status " + strconv.Itoa(res.ExitCode)
+		}
+		return nil, &providers.Error{Kind: providers.ErrInvalid, Provider: g.inner.Name(), Op: "grep " + gr.Path, Msg: msg}
+	}
+}
+
+// parseGrep parses `path:line:text` lines, stopping after max matches.
+func parseGrep(out string, max int) []providers.GrepMatch {
+	var ms []providers.GrepMatch
+	for line := range strings.Lines(out) {
+		if len(ms) >= max {
+			break
+		}
+		if m, ok := parseGrepLine(strings.TrimSuffix(line, "\n")); ok {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
+// parseGrepLine splits at the first ":DIGITS:".
+func parseGrepLine(line string) (providers.GrepMatch, bool) {
+	for i := 0; i < len(line); i++ {
+		if line[i] != ':' {
+			continue
+		}
+		j := i + 1
+		for j < len(line) && line[j] >= '0' && line[j] <= '9' {
+			j++
+		}
+		if j > i+1 && j < len(line) && line[j] == ':' {
+			n, err := strconv.Atoi(line[i+1 : j])
+			if err != nil {
+				return providers.GrepMatch{}, false
+			}
+			return providers.GrepMatch{Path: line[:i], Line: n, Text: line[j+1:]}, true
+		}
+	}
+	return providers.GrepMatch{}, false
+}
+
+// capWriter keeps the first max bytes and discards the rest.
+type capWriter struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if room := w.max - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// ---- the decision ----
+
+func (g *Gate) clean(p string) (string, error) {
+	return providers.CleanPath(p, g.workdir)
+}
+
+// request builds a request from ctx (source and details) and the call.
+func (g *Gate) request(ctx context.Context, k Kind, id, target string) Request {
+	return Request{
+		Source:   SourceFrom(ctx),
+		Kind:     k,
+		Provider: g.inner.Name(),
+		Sandbox:  id,
+		Target:   target,
+		Details:  DetailsFrom(ctx),
+	}
+}
+
+// do decides req and, when allowed, runs op and reports its outcome.
+// op returns the exit code of an exec, nil for other operations.
+func (g *Gate) do(ctx context.Context, req Request, op func(context.Context) (*int, error)) error {
+	dec, err := g.decide(ctx, req)
+	if err != nil {
+		return err
+	}
+	start := g.now()
+	code, opErr := op(ctx)
+	g.report(EventOperation, req, dec, code, opErr, g.now().Sub(start))
+	return opErr
+}
+
+// decide returns the decision for req, or a *DeniedError, or ctx.Err()
+// when ctx ends while an approver is deciding. Every outcome is reported.
+func (g *Gate) decide(ctx context.Context, req Request) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	session := g.sessionRules()
+	v := g.policy.evaluate(req, session)
+	var dec Decision
+	switch {
+	case v.effect == Allow:
+		dec = Decision{Allow: true, By: v.by, Rule: v.origin}
+	case v.effect == Ask && g.approver != nil:
+		d, err := g.ask(ctx, req)
+		if err != nil {
+			g.report(EventDecision, req, Decision{By: "user", Rule: v.origin, Reason: "not answered"}, nil, err, 0)
+			return Decision{}, err
+		}
+		dec = d
+		if dec.By == "" {
+			dec.By = "user"
+		}
+		if dec.Allow {
+			for _, r := range append([]string{dec.SessionRule}, dec.SessionRules...) {
+				if r != "" {
+					// An invalid rule from an approver only loses the
+					// "always": this call was still allowed.
+					_ = g.AllowForSession(r)
+				}
+			}
+		}
+	case v.effect == Ask:
+		dec = Decision{By: v.by, Rule: v.origin, Reason: "approval required, and no one can be asked in a non-interactive run"}
+	default:
+		dec = Decision{By: v.by, Rule: v.origin}
+	}
+	if dec.Allow {
+		g.report(EventDecision, req, dec, nil, nil, 0)
+		return dec, nil
+	}
+	denied := &DeniedError{
+		Request:  g.maskRequest(req),
+		Decision: g.maskDecision(dec),
+		Hint:     g.mask(g.policy.hint(req, session)),
+	}
+	g.report(EventDecision, req, dec, nil, nil, 0)
+	return dec, denied
+}
+
+// ask runs the approver, returning early with ctx.Err() when ctx ends.
+func (g *Gate) ask(ctx context.Context, req Request) (Decision, error) {
+	type answer struct {
+		d   Decision
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		d, err := g.approver.Approve(ctx, req)
+		ch <- answer{d, err}
+	}()
+	select {
+	case a := <-ch:
+		if err := ctx.Err(); err != nil {
+			return Decision{}, err
+		}
+		if a.err != nil {
+			return Decision{}, fmt.Errorf("approval: %w", a.err)
+		}
+		return a.d, nil
+	case <-ctx.Done():
+		return Decision{}, ctx.Err()
+	}
+}
+
+// report sends an event and, for a finished operation or a denial, writes
+// the audit record.
+func (g *Gate) report(typ string, req Request, dec Decision, code *int, err error, d time.Duration) {
+	now := g.now()
+	mreq, mdec := g.maskRequest(req), g.maskDecision(dec)
+	errText := ""
+	if err != nil {
+		errText = g.mask(err.Error())
+	}
+	if g.onEvent != nil {
+		g.onEvent(Event{
+			Type: typ, Time: now, Request: mreq, Decision: mdec,
+			ExitCode: code, Error: errText, Duration: d, DurationMS: d.Milliseconds(),
+		})
+	}
+	// One audit record per request: when it ran, or when it did not.
+	if typ == EventDecision && dec.Allow {
+		return
+	}
+	effect := string(Deny)
+	if dec.Allow {
+		effect = string(Allow)
+	}
+	_ = g.audit.Write(AuditRecord{
+		Time: now, Source: mreq.Source, Kind: mreq.Kind, Target: mreq.Target, Dest: mreq.Details.Dest,
+		Provider: mreq.Provider, Sandbox: mreq.Sandbox,
+		Decision: effect, By: mdec.By, Rule: mdec.Rule, Reason: mdec.Reason,
+		ExitCode: code, Error: errText, DurationMS: d.Milliseconds(),
+	})
+}
+
+func (g *Gate) maskRequest(r Request) Request {
+	r.Target = g.mask(r.Target)
+	if r.Argv != nil {
+		argv := make([]string, len(r.Argv))
+		for i, a := range r.Argv {
+			argv[i] = g.mask(a)
+		}
+		r.Argv = argv
+	}
+	d := r.Details
+	d.Cwd, d.Diff, d.Dest, d.Pattern = g.mask(d.Cwd), g.mask(d.Diff), g.mask(d.Dest), g.mask(d.Pattern)
+	if d.Files != nil {
+		files := slices.Clone(d.Files)
+		for i := range files {
+			files[i].Path = g.mask(files[i].Path)
+		}
+		d.Files = files
+	}
+	r.Details = d
+	return r
+}
+
+func (g *Gate) maskDecision(d Decision) Decision {
+	d.Rule, d.Reason, d.SessionRule = g.mask(d.Rule), g.mask(d.Reason), g.mask(d.SessionRule)
+	if d.SessionRules != nil {
+		rules := make([]string, len(d.SessionRules))
+		for i, r := range d.SessionRules {
+			rules[i] = g.mask(r)
+		}
+		d.SessionRules = rules
+	}
+	return d
+}
+
+// IsDenied reports whether err is (or wraps) a *DeniedError.
+func IsDenied(err error) bool {
+	var d *DeniedError
+	return errors.As(err, &d)
+}
