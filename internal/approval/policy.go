@@ -341,6 +341,10 @@ func (p *Policy) hint(req Request, session []PolicyRule) string {
 			}
 		}
 	}
+	if len(notes) > 0 {
+		// Only the bare kind covers a complex segment, and it covers all.
+		flags = []string{"--allow " + quoteFlagValue(string(KindExec))}
+	}
 	s := "allow it with "
 	if len(flags) > 0 {
 		s += strings.Join(flags, " ") + " or "
