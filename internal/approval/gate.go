@@ -428,8 +428,8 @@ func (g *Gate) readAll(ctx context.Context, id, p string) (string, error) {
 
 func unifiedDiff(p, before, after string) string {
 	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A:        difflib.SplitLines(before),
-		B:        difflib.SplitLines(after),
+		A:        splitLines(before),
+		B:        splitLines(after),
 		FromFile: "a" + p,
 		ToFile:   "b" + p,
 		Context:  3,
@@ -438,6 +438,18 @@ func unifiedDiff(p, before, after string) string {
 		return ""
 	}
 	return d
+}
+
+// splitLines splits text into lines that each end in a newline, without
+// inventing an empty last line.
+func splitLines(s string) []string {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	} else {
+		lines[len(lines)-1] += "\n"
+	}
+	return lines
 }
 
 // globDepth is how deep Glob lists below its root.
