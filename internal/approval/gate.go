@@ -31,7 +31,9 @@ type GateOptions struct {
 	// Audit receives one record per request; nil keeps no log.
 	Audit *AuditLog
 	// OnEvent, when set, is called after each decision and after each
-	// operation finishes, from the goroutine that made the call.
+	// operation finishes, from the goroutine that made the call (so
+	// concurrently when the Gate is used concurrently). For ReadFile the
+	// operation is opening the file; the caller's reading is not timed.
 	OnEvent func(Event)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time

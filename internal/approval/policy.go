@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -503,8 +502,6 @@ func (e *PolicyError) Error() string {
 	}
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // ParsePolicy parses a policy file named name:
 //
 //	default: ask          # ask | allow | deny, for kinds other than read and list
@@ -524,12 +521,15 @@ func ParsePolicy(name string, data []byte) (p *Policy, err error) {
 	}()
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := err.Error()
-		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-			line, _ := strconv.Atoi(m[1])
-			return nil, &PolicyError{File: name, Line: line, Msg: m[2]}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		// The decoder reports "yaml: line N: problem".
+		if rest, ok := strings.CutPrefix(msg, "line "); ok {
+			num, text, _ := strings.Cut(rest, ": ")
+			if line, err := strconv.Atoi(num); err == nil {
+				return nil, &PolicyError{File: name, Line: line, Msg: text}
+			}
 		}
-		return nil, &PolicyError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
+		return nil, &PolicyError{File: name, Msg: msg}
 	}
 	p = &Policy{}
 	if doc.Kind == 0 || len(doc.Content) == 0 {

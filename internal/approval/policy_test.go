@@ -132,7 +132,8 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"not a mapping", "- exec\n", "policy.yaml:1:1: want a mapping"},
 		{"nested list item", "allow:\n  - [exec]\n", "policy.yaml:2:5: allow[0]: want a rule string"},
 		{"map as list", "allow: {a: b}\n", "policy.yaml:1:8: allow: want a list"},
-		{"syntax error", "allow: [\n  \"exec\"\n deny", "policy.yaml:"},
+		{"syntax error", "allow: [\n  \"exec\"\n deny", "policy.yaml:2: did not find expected"},
+		{"tab indent", "default: ask\nallow:\n\t- exec\n", "policy.yaml:3: found character that cannot start any token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
