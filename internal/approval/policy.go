@@ -40,6 +40,8 @@ type Policy struct {
 	// Yes allows every request that no deny or ask rule matches (--yes).
 	Yes bool
 
+	// Allow, Deny and Ask hold the rules in the order they were given;
+	// within a list the first matching rule names the decision.
 	Allow []PolicyRule
 	Deny  []PolicyRule
 	Ask   []PolicyRule
