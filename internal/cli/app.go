@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/internal/config"
+	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/setup"
+)
+
+// App holds what every command shares, built once per invocation in
+// dependency order.
+type App struct {
+	deps    Deps
+	streams Streams
+	flags   globalFlags
+
+	env        *config.Env
+	dirs       config.Dirs
+	sandboxEnv map[string]string
+	masker     *config.Masker
+	policy     *approval.Policy
+	audit      *approval.AuditLog
+	engine     *engine.Engine
+	events     *eventWriter
+}
+
+// init runs before every command: it resolves configuration, the policy and
+// the engine. Errors in flags and files are usage errors (exit 2).
+func (a *App) init(cmd *cobra.Command) error {
+	wd, err := a.deps.Getwd()
+	if err != nil {
+		return err
+	}
+	dot, err := config.LoadDotEnv(filepath.Join(wd, ".env"))
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	a.env = config.NewEnv(a.deps.Getenv, dot)
+	if a.dirs, err = config.ResolveDirs(a.env); err != nil {
+		return err
+	}
+	file, err := config.LoadFile(a.dirs.Config)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	if a.sandboxEnv, err = config.SandboxEnv(a.env, a.flags.envFiles, a.flags.env); err != nil {
+		return &UsageError{Err: err}
+	}
+	secrets := config.SecretsOf(a.sandboxEnv)
+	for _, reg := range a.deps.Registry.All() {
+		for _, k := range reg.Env {
+			if k.Secret {
+				secrets = append(secrets, a.env.Get(k.Name))
+			}
+		}
+	}
+	a.masker = config.NewMasker(secrets...)
+
+	if err := a.buildPolicy(); err != nil {
+		return err
+	}
+	if a.flags.network != "" && a.flags.network != "on" && a.flags.network != "off" {
+		return &UsageError{Err: fmt.Errorf("--network must be on or off, not %q", a.flags.network)}
+	}
+	a.events = &eventWriter{w: a.streams.Out, mask: a.masker.String}
+
+	def := file.Provider
+	if v := a.env.Get("SANDBOX_PROVIDER"); v != "" && def == "" {
+		def = v
+	}
+	if a.flags.provider != "" {
+		if _, err := a.deps.Registry.Lookup(a.flags.provider); err != nil {
+			return &UsageError{Err: err}
+		}
+	}
+	if a.audit, err = approval.OpenAudit(filepath.Join(a.dirs.State, "audit.jsonl")); err != nil {
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	opts := engine.Options{
+		Audit:           a.audit,
+		Registry:        a.deps.Registry,
+		Getenv:          a.env.Getenv,
+		StateDir:        a.dirs.State,
+		DefaultProvider: def,
+		Policy:          a.policy,
+		Approver:        a.approver(),
+		Mask:            a.masker.String,
+		Progress:        a.streams.Err,
+	}
+	if a.flags.json {
+		opts.Events = a.events.engineEvent
+	}
+	a.engine = engine.New(opts)
+	return nil
+}
+
+// buildPolicy merges the policy file, --allow, --deny and --yes.
+func (a *App) buildPolicy() error {
+	p := &approval.Policy{}
+	if a.flags.policy != "" {
+		lp, err := approval.LoadPolicy(a.flags.policy)
+		if err != nil {
+			return &UsageError{Err: err}
+		}
+		p = lp
+	}
+	for _, r := range a.flags.allow {
+		if err := p.AddAllow(r, fmt.Sprintf("--allow %q", r)); err != nil {
+			return &UsageError{Err: fmt.Errorf("--allow: %w", err)}
+		}
+	}
+	for _, r := range a.flags.deny {
+		if err := p.AddDeny(r, fmt.Sprintf("--deny %q", r)); err != nil {
+			return &UsageError{Err: fmt.Errorf("--deny: %w", err)}
+		}
+	}
+	if a.flags.yes {
+		p.Yes = true
+	}
+	a.policy = p
+	return nil
+}
+
+// interactive reports whether a person can answer prompts.
+func (a *App) interactive() bool {
+	return a.streams.InTTY && a.streams.ErrTTY && !a.flags.json
+}
+
+// approver is the line prompt on a terminal, else nil (ask becomes deny).
+func (a *App) approver() approval.Approver {
+	if !a.interactive() {
+		return nil
+	}
+	return approval.NewPrompt(a.streams.In, a.streams.Err)
+}
+
+// openOptions turns the global flags into engine options.
+func (a *App) openOptions() (engine.OpenOptions, error) {
+	g := a.flags
+	o := engine.OpenOptions{
+		Provider:     g.provider,
+		ID:           g.sandboxID,
+		Env:          a.sandboxEnv,
+		Keep:         g.keep,
+		SetupTimeout: g.setupTimeout,
+		SetupOutput:  a.masker.Writer(a.streams.Err),
+		Spec: providers.Spec{
+			Env:     maps.Clone(a.sandboxEnv),
+			TTL:     g.ttl,
+			Network: providers.Network(g.network),
+		},
+	}
+	if g.sandboxID != "" && len(g.labels) > 0 {
+		return o, &UsageError{Err: errors.New("--sandbox-id and --sandbox-label cannot be used together")}
+	}
+	if len(g.labels) > 0 {
+		labels, err := parseLabels(g.labels)
+		if err != nil {
+			return o, err
+		}
+		o.Label = labels
+	}
+	if g.setup != "" {
+		s, err := setup.Load(g.setup)
+		if err != nil {
+			return o, &UsageError{Err: err}
+		}
+		o.Setup = s
+	}
+	return o, nil
+}
+
+func parseLabels(in []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, l := range in {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, &UsageError{Err: fmt.Errorf("label %q must look like key=value", l)}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// withSession opens the sandbox named by the global flags (or a fresh one),
+// runs fn, and closes it: a sandbox this run created is deleted, also when
+// fn fails or the run is interrupted.
+func (a *App) withSession(cmd *cobra.Command, fn func(ctx context.Context, s *engine.Session) error) error {
+	ctx := cmd.Context()
+	o, err := a.openOptions()
+	if err != nil {
+		return err
+	}
+	s, err := a.engine.Open(ctx, o)
+	if err != nil {
+		return err
+	}
+	ferr := fn(ctx, s)
+	if cerr := s.Close(ctx); cerr != nil && ferr == nil {
+		ferr = cerr
+	}
+	return ferr
+}
+
+// callContext applies --timeout to one call.
+func (a *App) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.flags.timeout > 0 {
+		return context.WithTimeoutCause(ctx, a.flags.timeout, fmt.Errorf("--timeout %s elapsed: %w", a.flags.timeout, providers.ErrTimeout))
+	}
+	return context.WithCancel(ctx)
+}
+
+// timeoutErr turns a deadline from --timeout into a timeout error.
+func timeoutErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+	}
+	return err
+}

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/providers"
+)
+
+// Exit codes: the one table of the program, also printed in the README and
+// by `sandbox help exit-codes`. `exec` passes the command's own status
+// through instead.
+const (
+	ExitOK          = 0   // success
+	ExitError       = 1   // any other error
+	ExitUsage       = 2   // bad flags or arguments
+	ExitDenied      = 3   // denied by approval or policy
+	ExitCredentials = 4   // missing or rejected credentials
+	ExitTimeout     = 124 // a timeout elapsed
+	ExitSandbox     = 125 // the sandbox could not be created or set up
+	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
+)
+
+// ExitCodes lists the table for help output, in order.
+var exitCodeTable = []struct {
+	Code int
+	Text string
+}{
+	{ExitOK, "success"},
+	{ExitError, "error"},
+	{ExitUsage, "usage error (bad flag, argument, policy or plan)"},
+	{ExitDenied, "denied by approval or policy"},
+	{ExitCredentials, "missing or rejected credentials"},
+	{ExitTimeout, "timed out"},
+	{ExitSandbox, "sandbox could not be created or set up"},
+	{ExitInterrupted, "interrupted"},
+}
+
+// UsageError marks an error as the user's invocation being wrong (exit 2).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// ExitStatus is an error carrying an exact status, used by `exec` to pass
+// the command's status through without printing anything.
+type ExitStatus struct{ Code int }
+
+func (e *ExitStatus) Error() string { return "exit status" }
+
+// exitCode maps an error to the table above.
+func exitCode(err error) int {
+	var (
+		status  *ExitStatus
+		usage   *UsageError
+		denied  *approval.DeniedError
+		setupE  *engine.SetupError
+		createE *engine.CreateError
+	)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &status):
+		return status.Code
+	case errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case errors.As(err, &denied):
+		return ExitDenied
+	case errors.Is(err, providers.ErrAuth):
+		return ExitCredentials
+	case errors.As(err, &setupE), errors.As(err, &createE):
+		return ExitSandbox
+	case errors.Is(err, providers.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return ExitTimeout
+	case errors.As(err, &usage), errors.Is(err, providers.ErrUnsupported):
+		return ExitUsage
+	}
+	return ExitError
+}

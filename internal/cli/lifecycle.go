@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/output"
+	"github.com/agentbox/sandbox/providers"
+)
+
+func newCreateCmd(app *App) *cobra.Command {
+	var labels []string
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a sandbox (and run --sandbox-setup) and keep it",
+		Args:  cobra.NoArgs,
+		Example: `  sandbox create --ttl 2h
+  sandbox create --sandbox-setup ./setup.sh --label project=demo --json`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if app.flags.sandboxID != "" {
+				return &UsageError{Err: errors.New("create makes a new sandbox; drop --sandbox-id")}
+			}
+			extra, err := parseLabels(labels)
+			if err != nil {
+				return err
+			}
+			o, err := app.openOptions()
+			if err != nil {
+				return err
+			}
+			o.Keep = true
+			o.Spec.Labels = extra
+			s, err := app.engine.Open(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if err := s.Close(cmd.Context()); err != nil {
+				return err
+			}
+			info := s.Info()
+			if app.flags.json {
+				return output.JSON(app.streams.Out, info)
+			}
+			fmt.Fprintln(app.streams.Out, info.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "label `k=v` stored with the sandbox (repeatable)")
+	return cmd
+}
+
+func newListCmd(app *App) *cobra.Command {
+	var labels []string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls-sandboxes"},
+		Short:   "List sandboxes of the provider (filter with --label)",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			filter, err := parseLabels(labels)
+			if err != nil {
+				return err
+			}
+			infos, err := app.engine.List(cmd.Context(), app.flags.provider, providers.Filter{Labels: filter})
+			if err != nil {
+				return err
+			}
+			sort.Slice(infos, func(i, j int) bool { return infos[i].CreatedAt.Before(infos[j].CreatedAt) })
+			if app.flags.json {
+				if infos == nil {
+					infos = []providers.Info{}
+				}
+				return output.JSON(app.streams.Out, infos)
+			}
+			rows := make([][]string, 0, len(infos))
+			for _, in := range infos {
+				rows = append(rows, []string{in.ID, in.Provider, string(in.State), age(in.CreatedAt), expires(in.ExpiresAt), formatLabels(in.Labels)})
+			}
+			return output.Table(app.streams.Out, []string{"ID", "PROVIDER", "STATE", "CREATED", "EXPIRES", "LABELS"}, rows)
+		},
+	}
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "only sandboxes with label `k=v` (repeatable)")
+	return cmd
+}
+
+func newInfoCmd(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "info [ID]",
+		Short: "Describe a sandbox",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := app.flags.sandboxID
+			if len(args) == 1 {
+				id = args[0]
+			}
+			if id == "" {
+				return &UsageError{Err: errors.New("info needs a sandbox id (argument or --sandbox-id)")}
+			}
+			info, err := app.engine.Get(cmd.Context(), app.flags.provider, id)
+			if err != nil {
+				return err
+			}
+			if app.flags.json {
+				return output.JSON(app.streams.Out, info)
+			}
+			rows := [][]string{
+				{"id", info.ID}, {"provider", info.Provider}, {"state", string(info.State)},
+				{"created", info.CreatedAt.Format(time.RFC3339)}, {"expires", expires(info.ExpiresAt)},
+				{"network", string(info.Network)}, {"labels", formatLabels(info.Labels)},
+				{"reattach", engine.ReattachCommand(info.Provider, info.ID)},
+			}
+			return output.Table(app.streams.Out, []string{"FIELD", "VALUE"}, rows)
+		},
+	}
+}
+
+func newDeleteCmd(app *App) *cobra.Command {
+	var expired bool
+	cmd := &cobra.Command{
+		Use:     "delete [ID...]",
+		Aliases: []string{"kill", "rm"},
+		Short:   "Delete sandboxes by id, or those whose --ttl has passed",
+		Example: `  sandbox delete sb-1a2b3c
+  sandbox delete --expired`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if app.flags.sandboxID != "" {
+				args = append(args, app.flags.sandboxID)
+			}
+			if len(args) == 0 && !expired {
+				return &UsageError{Err: errors.New("delete needs sandbox ids or --expired")}
+			}
+			deleted := []string{}
+			var errs []error
+			if expired {
+				ids, err := app.engine.DeleteExpired(ctx)
+				deleted = append(deleted, ids...)
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+			for _, id := range args {
+				if err := app.engine.Delete(ctx, app.flags.provider, id); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				deleted = append(deleted, id)
+			}
+			if app.flags.json {
+				if err := output.JSON(app.streams.Out, map[string]any{"deleted": deleted}); err != nil {
+					return err
+				}
+			} else {
+				for _, id := range deleted {
+					fmt.Fprintln(app.streams.Out, id)
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().BoolVar(&expired, "expired", false, "delete every sandbox this tool created whose --ttl has passed")
+	return cmd
+}
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func expires(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Until(t).Round(time.Second)
+	if d <= 0 {
+		return "expired"
+	}
+	return "in " + d.String()
+}
+
+func formatLabels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+

@@ -1,0 +1,372 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/output"
+	"github.com/agentbox/sandbox/providers"
+)
+
+const shellChars = " \t\n;|&<>$`()*?'\"\\"
+
+// execRequest builds an exec request: -c STRING, or one argument that looks
+// like a shell command line, runs through the shell; otherwise argv.
+func execRequest(shell string, args []string) (providers.ExecRequest, error) {
+	switch {
+	case shell != "" && len(args) > 0:
+		return providers.ExecRequest{}, &UsageError{Err: errors.New("give either -c STRING or a command after --, not both")}
+	case shell != "":
+		return providers.ExecRequest{Shell: shell}, nil
+	case len(args) == 0:
+		return providers.ExecRequest{}, &UsageError{Err: errors.New("exec needs a command: sandbox exec -- CMD [ARGS...]")}
+	case len(args) == 1 && strings.ContainsAny(args[0], shellChars):
+		return providers.ExecRequest{Shell: args[0]}, nil
+	}
+	return providers.ExecRequest{Argv: args}, nil
+}
+
+func newExecCmd(app *App) *cobra.Command {
+	var cwd, shell string
+	cmd := &cobra.Command{
+		Use:   "exec [flags] -- COMMAND [ARG...]",
+		Short: "Run a command; its exit status passes through",
+		Example: `  sandbox exec -- python3 -c 'print(1)'
+  sandbox exec 'ls -l | wc -l'
+  sandbox --sandbox-id sb-1a2b exec --cwd /workspace/src -- make test`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := execRequest(shell, args)
+			if err != nil {
+				return err
+			}
+			req.Cwd = cwd
+			req.Timeout = app.flags.timeout
+			req.Network = providers.Network(app.flags.network)
+			if !app.streams.InTTY {
+				req.Stdin = app.streams.In
+			}
+			var stdout, stderr io.WriteCloser
+			if app.flags.json {
+				stdout = nopWriteCloser{streamEvents(app.events, "stdout")}
+				stderr = nopWriteCloser{streamEvents(app.events, "stderr")}
+			} else {
+				stdout = app.masker.Writer(app.streams.Out)
+				stderr = app.masker.Writer(app.streams.Err)
+			}
+			req.Stdout, req.Stderr = stdout, stderr
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				res, err := s.Exec(ctx, req)
+				stdout.Close()
+				stderr.Close()
+				if err != nil {
+					return err
+				}
+				if app.flags.json {
+					app.events.write(map[string]any{"type": "result", "exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds()})
+				}
+				if res.ExitCode != 0 {
+					return &ExitStatus{Code: res.ExitCode}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory inside the sandbox (default /workspace)")
+	cmd.Flags().StringVarP(&shell, "command", "c", "", "run `STRING` with /bin/sh -c")
+	return cmd
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// streamEvents turns output chunks into --json events.
+func streamEvents(ev *eventWriter, stream string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		ev.write(map[string]any{"type": "output", "stream": stream, "data": string(p)})
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func newReadCmd(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "read PATH",
+		Short: "Print a file from the sandbox",
+		Args:  exactArgs(1, "read needs one path"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				if !app.flags.json {
+					w := app.masker.Writer(app.streams.Out)
+					err := s.Read(ctx, args[0], w)
+					w.Close()
+					return timeoutErr(ctx, err)
+				}
+				var b strings.Builder
+				if err := s.Read(ctx, args[0], &b); err != nil {
+					return timeoutErr(ctx, err)
+				}
+				doc := map[string]any{"path": args[0], "size": b.Len()}
+				if utf8.ValidString(b.String()) {
+					doc["content"] = b.String()
+				} else {
+					doc["content"] = base64.StdEncoding.EncodeToString([]byte(b.String()))
+					doc["encoding"] = "base64"
+				}
+				return output.JSON(app.streams.Out, doc)
+			})
+		},
+	}
+}
+
+func newWriteCmd(app *App) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "write PATH [CONTENT]",
+		Short: "Write a file (content from the argument or stdin); refuses to overwrite without --force",
+		Args:  rangeArgs(1, 2, "write needs a path and optional content"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r io.Reader
+			if len(args) == 2 && args[1] != "-" {
+				r = strings.NewReader(args[1])
+			} else {
+				if app.streams.InTTY {
+					return &UsageError{Err: errors.New("write: give the content as an argument or pipe it on stdin")}
+				}
+				r = app.streams.In
+			}
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				return timeoutErr(ctx, s.Write(ctx, args[0], r, force))
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite an existing file")
+	return cmd
+}
+
+func newEditCmd(app *App) *cobra.Command {
+	var old, new string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "edit PATH --old TEXT --new TEXT",
+		Short: "Replace text in a file (the old text must appear exactly once, or use --all)",
+		Args:  exactArgs(1, "edit needs one path"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("old") || old == "" {
+				return &UsageError{Err: errors.New("edit needs --old TEXT (non-empty)")}
+			}
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				res, err := s.Edit(ctx, args[0], old, new, all)
+				if err != nil {
+					return timeoutErr(ctx, err)
+				}
+				if app.flags.json {
+					return output.JSON(app.streams.Out, map[string]any{"path": args[0], "replacements": res.Replacements, "diff": res.Diff})
+				}
+				fmt.Fprint(app.streams.Out, app.masker.String(res.Diff))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&old, "old", "", "text to replace")
+	cmd.Flags().StringVar(&new, "new", "", "replacement text")
+	cmd.Flags().BoolVar(&all, "all", false, "replace every occurrence")
+	return cmd
+}
+
+func newLsCmd(app *App) *cobra.Command {
+	var depth int
+	var recursive bool
+	cmd := &cobra.Command{
+		Use:   "ls [PATH]",
+		Short: "List a directory (default /workspace)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := providers.DefaultWorkdir
+			if len(args) == 1 {
+				p = args[0]
+			}
+			if recursive {
+				depth = 64
+			}
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				list, err := s.Ls(ctx, p, depth)
+				if err != nil {
+					return timeoutErr(ctx, err)
+				}
+				return app.printFiles(list, true)
+			})
+		},
+	}
+	cmd.Flags().IntVarP(&depth, "depth", "d", 1, "levels to descend")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "descend all levels")
+	return cmd
+}
+
+func (app *App) printFiles(list []providers.FileInfo, long bool) error {
+	if app.flags.json {
+		if list == nil {
+			list = []providers.FileInfo{}
+		}
+		return output.JSON(app.streams.Out, list)
+	}
+	if !long {
+		for _, fi := range list {
+			fmt.Fprintln(app.streams.Out, fi.Path)
+		}
+		return nil
+	}
+	rows := make([][]string, 0, len(list))
+	for _, fi := range list {
+		name := fi.Path
+		if fi.Target != "" {
+			name += " -> " + fi.Target
+		}
+		rows = append(rows, []string{fi.Mode.String(), fmt.Sprint(fi.Size), fi.ModTime.Local().Format(time.DateTime), name})
+	}
+	return output.Table(app.streams.Out, []string{"MODE", "SIZE", "MODIFIED", "PATH"}, rows)
+}
+
+func newGlobCmd(app *App) *cobra.Command {
+	var root string
+	cmd := &cobra.Command{
+		Use:     "glob PATTERN",
+		Short:   "Find paths matching a glob (** crosses directories)",
+		Example: `  sandbox glob '**/*.go' --root /workspace`,
+		Args:    exactArgs(1, "glob needs one pattern"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				list, err := s.Glob(ctx, root, args[0])
+				if err != nil {
+					return timeoutErr(ctx, err)
+				}
+				return app.printFiles(list, false)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&root, "root", providers.DefaultWorkdir, "directory to search under")
+	return cmd
+}
+
+func newGrepCmd(app *App) *cobra.Command {
+	var req providers.GrepRequest
+	cmd := &cobra.Command{
+		Use:   "grep PATTERN [PATH]",
+		Short: "Search file contents with a regular expression (exit 1 when nothing matches)",
+		Args:  rangeArgs(1, 2, "grep needs a pattern and an optional path"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Pattern = args[0]
+			req.Path = providers.DefaultWorkdir
+			if len(args) == 2 {
+				req.Path = args[1]
+			}
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				matches, err := s.Grep(ctx, req)
+				if err != nil {
+					return timeoutErr(ctx, err)
+				}
+				if app.flags.json {
+					if matches == nil {
+						matches = []providers.GrepMatch{}
+					}
+					if err := output.JSON(app.streams.Out, matches); err != nil {
+						return err
+					}
+				} else {
+					for _, m := range matches {
+						fmt.Fprintln(app.streams.Out, app.masker.String(fmt.Sprintf("%s:%d:%s", m.Path, m.Line, m.Text)))
+					}
+				}
+				if len(matches) == 0 {
+					return &ExitStatus{Code: 1}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&req.Glob, "glob", "", "only files whose name matches `GLOB`")
+	cmd.Flags().BoolVarP(&req.IgnoreCase, "ignore-case", "i", false, "case-insensitive")
+	cmd.Flags().IntVar(&req.MaxMatches, "max", 0, "stop after `N` matches (default 1000)")
+	return cmd
+}
+
+func newUploadCmd(app *App) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "upload LOCAL REMOTE",
+		Short: "Copy a host file or directory into the sandbox (streamed)",
+		Example: `  sandbox --sandbox-id sb-1a2b upload ./src /workspace/src
+  sandbox upload ./data.csv /workspace/`,
+		Args: exactArgs(2, "upload needs a local path and a sandbox path"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				p := app.progress("upload")
+				err := s.Upload(ctx, args[0], args[1], engine.TransferOptions{Force: force, Progress: p.update})
+				p.done(err)
+				return timeoutErr(ctx, err)
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite existing files in the sandbox")
+	return cmd
+}
+
+func newDownloadCmd(app *App) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "download REMOTE LOCAL",
+		Short: "Copy a sandbox file or directory to the host (streamed)",
+		Args:  exactArgs(2, "download needs a sandbox path and a local path"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				ctx, cancel := app.callContext(ctx)
+				defer cancel()
+				p := app.progress("download")
+				err := s.Download(ctx, args[0], args[1], engine.TransferOptions{Force: force, Progress: p.update})
+				p.done(err)
+				return timeoutErr(ctx, err)
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite an existing local file or directory")
+	return cmd
+}
+
+func exactArgs(n int, msg string) cobra.PositionalArgs {
+	return rangeArgs(n, n, msg)
+}
+
+func rangeArgs(lo, hi int, msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return &UsageError{Err: fmt.Errorf("%s (got %d arguments)", msg, len(args))}
+		}
+		return nil
+	}
+}

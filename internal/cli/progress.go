@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// progressLine shows transfer progress on a terminal's stderr, one line
+// rewritten in place; without a terminal it prints only a final summary.
+type progressLine struct {
+	w     io.Writer
+	tty   bool
+	verb  string
+	start time.Time
+	done_ int64
+}
+
+func (a *App) progress(verb string) *progressLine {
+	return &progressLine{w: a.streams.Err, tty: a.streams.ErrTTY && !a.flags.json, verb: verb, start: time.Now()}
+}
+
+func (p *progressLine) update(done, total int64) {
+	p.done_ = done
+	if !p.tty {
+		return
+	}
+	el := time.Since(p.start).Seconds()
+	rate := 0.0
+	if el > 0 {
+		rate = float64(done) / el
+	}
+	line := fmt.Sprintf("%s %s", p.verb, humanBytes(done))
+	if total > 0 {
+		line += " / " + humanBytes(total)
+		if rate > 0 && done < total {
+			line += fmt.Sprintf(", %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
+		}
+	}
+	line += fmt.Sprintf(" (%s/s)", humanBytes(int64(rate)))
+	fmt.Fprintf(p.w, "\r\033[K%s", line)
+}
+
+func (p *progressLine) done(err error) {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	if err == nil {
+		fmt.Fprintf(p.w, "%sed %s in %s\n", p.verb, humanBytes(p.done_), time.Since(p.start).Round(time.Millisecond))
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

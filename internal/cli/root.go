@@ -1,0 +1,173 @@
+// Package cli is the command-line surface of sandbox: the cobra tree, the
+// global flags, the exit-code table and error printing with hints. Commands
+// reach providers only through the engine, and sandbox contents only through
+// a session's approval gate.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// Streams are the program's standard streams and whether they are terminals.
+type Streams struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+	// InTTY, OutTTY and ErrTTY report terminals.
+	InTTY, OutTTY, ErrTTY bool
+}
+
+// SystemStreams returns the process's own streams.
+func SystemStreams() Streams {
+	isTTY := func(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+	return Streams{
+		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
+		InTTY: isTTY(os.Stdin), OutTTY: isTTY(os.Stdout), ErrTTY: isTTY(os.Stderr),
+	}
+}
+
+// Deps are what Main needs from the program.
+type Deps struct {
+	Streams  Streams
+	Registry *providers.Registry
+	// Getenv reads the real environment (os.LookupEnv).
+	Getenv func(string) (string, bool)
+	// Getwd returns the working directory (where .env is looked for).
+	Getwd func() (string, error)
+}
+
+// Main runs the program with args (without the program name) and returns the
+// exit status. ctx is the root context, cancelled on SIGINT/SIGTERM.
+func Main(ctx context.Context, args []string, d Deps) int {
+	app := &App{deps: d, streams: d.Streams}
+	root := newRootCmd(app)
+	root.SetArgs(args)
+	root.SetIn(d.Streams.In)
+	root.SetOut(d.Streams.Out)
+	root.SetErr(d.Streams.Err)
+	err := root.ExecuteContext(ctx)
+	if app.engine != nil {
+		app.engine.Close()
+	}
+	if app.audit != nil {
+		app.audit.Close()
+	}
+	if err == nil {
+		return ExitOK
+	}
+	code := exitCode(err)
+	var status *ExitStatus
+	if !errors.As(err, &status) {
+		app.printError(err)
+	}
+	if ctx.Err() != nil && code == ExitError {
+		code = ExitInterrupted
+	}
+	return code
+}
+
+// printError writes "sandbox: message" to stderr, masked.
+func (a *App) printError(err error) {
+	msg := err.Error()
+	if a.masker != nil {
+		msg = a.masker.String(msg)
+	}
+	var usage *UsageError
+	if errors.As(err, &usage) && !strings.Contains(msg, "--help") {
+		msg += "\n(run `sandbox --help` for usage)"
+	}
+	fmt.Fprintf(a.streams.Err, "sandbox: %s\n", msg)
+}
+
+// globalFlags are valid before or after any verb.
+type globalFlags struct {
+	provider     string
+	sandboxID    string
+	labels       []string
+	setup        string
+	setupTimeout time.Duration
+	env          []string
+	envFiles     []string
+	ttl          time.Duration
+	keep         bool
+	network      string
+	yes          bool
+	allow        []string
+	deny         []string
+	policy       string
+	json         bool
+	timeout      time.Duration
+}
+
+func newRootCmd(app *App) *cobra.Command {
+	g := &app.flags
+	root := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Run untrusted code in a sandbox, with every operation approved",
+		Long: `sandbox creates or reuses a sandbox from a provider (local Linux namespaces by
+default, or e2b, daytona, runloop, modal), runs setup scripts in it, and drives
+exec / read / write / edit / ls / glob / grep / upload / download through one
+approval gate.
+
+A verb without --sandbox-id or --sandbox-label works on a fresh sandbox that is
+deleted afterwards (unless --keep).`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		Args:              cobra.NoArgs,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return app.init(cmd) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !app.streams.InTTY || !app.streams.OutTTY {
+				cmd.SetOut(app.streams.Err)
+				cmd.Usage()
+				return &UsageError{Err: errors.New("no verb given and no terminal for the interactive mode")}
+			}
+			return &UsageError{Err: errors.New("the interactive TUI is not available in this build yet; use a verb such as `sandbox exec -- CMD`")}
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
+	f := root.PersistentFlags()
+	f.StringVarP(&g.provider, "sandbox", "s", "", "provider: local, e2b, daytona, runloop, modal (default from config, then $SANDBOX_PROVIDER, then local)")
+	f.StringVar(&g.sandboxID, "sandbox-id", "", "reuse this sandbox (never deleted on exit)")
+	f.StringArrayVar(&g.labels, "sandbox-label", nil, "find-or-create the sandbox carrying label `k=v` (repeatable)")
+	f.StringVar(&g.setup, "sandbox-setup", "", "setup script `FILE` run after create (skipped on reuse when unchanged)")
+	f.DurationVar(&g.setupTimeout, "setup-timeout", 0, "timeout of the setup script (default 15m)")
+	f.StringArrayVarP(&g.env, "env", "e", nil, "sandbox environment: `KEY=VAL`, or KEY to copy the host value (repeatable)")
+	f.StringArrayVar(&g.envFiles, "env-file", nil, "read sandbox environment from `FILE` (repeatable)")
+	f.DurationVar(&g.ttl, "ttl", 0, "lifetime of a created sandbox (see `sandbox delete --expired`)")
+	f.BoolVar(&g.keep, "keep", false, "keep a created sandbox on exit and print the reattach command")
+	f.StringVar(&g.network, "network", "", "network for executed commands: on or off (local default: off)")
+	f.BoolVarP(&g.yes, "yes", "y", false, "approve every operation no deny rule matches")
+	f.StringArrayVar(&g.allow, "allow", nil, "allow `RULE` (KIND[:PATTERN], e.g. \"exec:go test *\"; repeatable)")
+	f.StringArrayVar(&g.deny, "deny", nil, "deny `RULE` (repeatable; deny wins)")
+	f.StringVar(&g.policy, "policy", "", "approval policy `FILE` (YAML)")
+	f.BoolVar(&g.json, "json", false, "machine output: JSON for lookups, JSON Lines events for runs")
+	f.DurationVar(&g.timeout, "timeout", 0, "per-call timeout (e.g. 30s, 5m)")
+
+	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
+	for _, c := range []*cobra.Command{newCreateCmd(app), newListCmd(app), newInfoCmd(app), newDeleteCmd(app)} {
+		c.GroupID = "life"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newExecCmd(app), newReadCmd(app), newWriteCmd(app), newEditCmd(app), newLsCmd(app), newGlobCmd(app), newGrepCmd(app), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app)} {
+		c.GroupID = "ops"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newProvidersCmd(app), newVersionCmd(app), newExitCodesCmd(app)} {
+		c.GroupID = "more"
+		root.AddCommand(c)
+	}
+	root.SetHelpCommandGroupID("more")
+	root.SetCompletionCommandGroupID("more")
+	return root
+}

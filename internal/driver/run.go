@@ -1,0 +1,218 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/providers"
+)
+
+// outputLimit bounds the output kept in a step event; the live stream is
+// never cut.
+const outputLimit = 256 << 10
+
+// StepEvent is the --json record of one finished step.
+type StepEvent struct {
+	Type   string `json:"type"` // "step"
+	Index  int    `json:"index"`
+	Line   int    `json:"line"`
+	Op     string `json:"op"`
+	Target string `json:"target"`
+	// Status is ok, failed (ran but failed), denied, or error.
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Output   string `json:"output,omitempty"`
+	// Truncated is true when Output was cut to its limit.
+	Truncated  bool   `json:"truncated,omitempty"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// Options configure a run.
+type Options struct {
+	// Events receives one StepEvent per step; may be nil.
+	Events func(StepEvent)
+	// Stdout and Stderr receive live output (and read results); may be nil.
+	Stdout, Stderr io.Writer
+	// Progress receives "step N/M: ..." lines; may be nil.
+	Progress io.Writer
+	// Timeout bounds each step without its own timeout.
+	Timeout time.Duration
+}
+
+// StepError is the failure that stopped a plan.
+type StepError struct {
+	Step  Step
+	Index int
+	// ExitCode is the failing exec's status (0 when the step did not run a
+	// command).
+	ExitCode int
+	Err      error
+}
+
+// Error names the step and its location.
+func (e *StepError) Error() string {
+	loc := fmt.Sprintf("step %d (line %d, %s %q)", e.Index, e.Step.Line, e.Step.Op, e.Step.Target())
+	if e.Err != nil {
+		return loc + ": " + e.Err.Error()
+	}
+	return fmt.Sprintf("%s exited with status %d", loc, e.ExitCode)
+}
+
+// Unwrap returns the cause.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run executes the plan's steps in order through the session's gate, tagged
+// with source "script". It stops at the first failing step unless that step
+// has continue_on_error, and returns a *StepError for the step that stopped
+// it. Interrupting ctx stops the run.
+func Run(ctx context.Context, s *engine.Session, plan *Plan, o Options) error {
+	ctx = approval.WithSource(ctx, approval.SourceScript)
+	for i, st := range plan.Steps {
+		idx := i + 1
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "step %d/%d: %s %s\n", idx, len(plan.Steps), st.Op, st.Target())
+		}
+		start := time.Now()
+		code, out, truncated, err := runStep(ctx, s, st, o)
+		ev := StepEvent{Type: "step", Index: idx, Line: st.Line, Op: st.Op, Target: st.Target(), Output: out, Truncated: truncated, DurationMS: time.Since(start).Milliseconds()}
+		if st.Op == "exec" && err == nil {
+			ev.ExitCode = &code
+		}
+		var denied *approval.DeniedError
+		switch {
+		case errors.As(err, &denied):
+			ev.Status, ev.Error = "denied", err.Error()
+		case err != nil:
+			ev.Status, ev.Error = "error", err.Error()
+		case code != 0:
+			ev.Status = "failed"
+		default:
+			ev.Status = "ok"
+		}
+		if o.Events != nil {
+			o.Events(ev)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if (err != nil || code != 0) && !st.ContinueOnError {
+			return &StepError{Step: st, Index: idx, ExitCode: code, Err: err}
+		}
+	}
+	return nil
+}
+
+func runStep(ctx context.Context, s *engine.Session, st Step, o Options) (code int, out string, truncated bool, err error) {
+	timeout := st.Timeout
+	if timeout == 0 {
+		timeout = o.Timeout
+	}
+	capture := &capBuffer{limit: outputLimit}
+	stdout := writers(o.Stdout, capture)
+	stderr := writers(o.Stderr, capture)
+	if st.Op != "exec" && timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("step timeout %s elapsed: %w", timeout, providers.ErrTimeout))
+		defer cancel()
+	}
+	switch st.Op {
+	case "exec":
+		var res providers.ExecResult
+		res, err = s.Exec(ctx, providers.ExecRequest{Shell: st.Command, Argv: st.Argv, Cwd: st.Cwd, Timeout: timeout, Stdout: stdout, Stderr: stderr})
+		code = res.ExitCode
+	case "write":
+		err = s.Write(ctx, st.Path, strings.NewReader(st.Content), st.Force)
+	case "edit":
+		var res approval.EditResult
+		if res, err = s.Edit(ctx, st.Path, st.Old, st.New, st.All); err == nil {
+			io.WriteString(capture, res.Diff)
+		}
+	case "read":
+		err = s.Read(ctx, st.Path, stdout)
+	case "ls":
+		var list []providers.FileInfo
+		if list, err = s.Ls(ctx, st.Path, max(st.Depth, 1)); err == nil {
+			for _, fi := range list {
+				fmt.Fprintln(stdout, fi.Path)
+			}
+		}
+	case "glob":
+		var list []providers.FileInfo
+		if list, err = s.Glob(ctx, or(st.Path, providers.DefaultWorkdir), st.Pattern); err == nil {
+			for _, fi := range list {
+				fmt.Fprintln(stdout, fi.Path)
+			}
+		}
+	case "grep":
+		var ms []providers.GrepMatch
+		if ms, err = s.Grep(ctx, providers.GrepRequest{Pattern: st.Pattern, Path: or(st.Path, providers.DefaultWorkdir)}); err == nil {
+			for _, m := range ms {
+				fmt.Fprintf(stdout, "%s:%d:%s\n", m.Path, m.Line, m.Text)
+			}
+		}
+	case "upload":
+		err = s.Upload(ctx, st.From, st.To, engine.TransferOptions{Force: st.Force})
+	case "download":
+		err = s.Download(ctx, st.From, st.To, engine.TransferOptions{Force: st.Force})
+	default:
+		err = fmt.Errorf("unknown operation %q", st.Op)
+	}
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
+		}
+	}
+	return code, capture.String(), capture.truncated, err
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func writers(live io.Writer, capture io.Writer) io.Writer {
+	if live == nil {
+		return capture
+	}
+	return io.MultiWriter(live, capture)
+}
+
+// capBuffer keeps the first limit bytes written, safe for the concurrent
+// stdout and stderr writers of one command.
+type capBuffer struct {
+	mu        sync.Mutex
+	b         strings.Builder
+	limit     int
+	truncated bool
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.limit - c.b.Len()
+	if room < len(p) {
+		c.truncated = true
+		if room > 0 {
+			c.b.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	c.b.Write(p)
+	return len(p), nil
+}
+
+func (c *capBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.String()
+}

@@ -1,0 +1,341 @@
+// Package engine is the core of the tool: it resolves providers by name,
+// owns the lifecycle of sandboxes (create → setup → use → cleanup, reuse by id
+// or label, TTL bookkeeping), and wraps every provider in the approval gate.
+//
+// Nothing exported from this package hands out an ungated provider: commands
+// and the TUI reach sandbox contents only through Session.Gate.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/setup"
+)
+
+// RunLabel is the label every created sandbox carries with the id of the run
+// that created it, so a create interrupted half-way can still be found and
+// deleted.
+const RunLabel = "sandbox-run"
+
+// cleanupTimeout bounds deleting a sandbox after the run's context is gone.
+const cleanupTimeout = 60 * time.Second
+
+// Options configure an Engine.
+type Options struct {
+	Registry *providers.Registry
+	// Getenv resolves provider credentials (real environment over .env).
+	Getenv func(string) (string, bool)
+	// StateDir is $XDG_STATE_HOME/sandbox.
+	StateDir string
+	// DefaultProvider is used when no provider is named.
+	DefaultProvider string
+	// Policy, Approver, Audit and Mask configure the gate of every session.
+	Policy   *approval.Policy
+	Approver approval.Approver
+	Audit    *approval.AuditLog
+	Mask     func(string) string
+	// Events receives lifecycle, setup and gate events (for --json and the
+	// TUI); may be nil. It is called from the goroutine doing the work.
+	Events func(Event)
+	// Progress receives human-readable progress lines (stderr); may be nil.
+	Progress io.Writer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Engine creates and finds sandboxes. It is safe for concurrent use.
+type Engine struct {
+	opts  Options
+	store *Store
+	runID string
+
+	mu        sync.Mutex
+	providers map[string]providers.Provider
+}
+
+// New returns an engine.
+func New(opts Options) *Engine {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if opts.Policy == nil {
+		opts.Policy = &approval.Policy{}
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	return &Engine{
+		opts:      opts,
+		store:     NewStore(opts.StateDir),
+		runID:     hex.EncodeToString(b[:]),
+		providers: map[string]providers.Provider{},
+	}
+}
+
+// Store exposes the registry of created sandboxes.
+func (e *Engine) Store() *Store { return e.store }
+
+// Registry exposes the provider registry.
+func (e *Engine) Registry() *providers.Registry { return e.opts.Registry }
+
+// Config is the configuration handed to provider constructors.
+func (e *Engine) Config() providers.Config {
+	return providers.Config{Getenv: e.opts.Getenv, StateDir: e.opts.StateDir}
+}
+
+// provider builds (once) the named provider.
+func (e *Engine) provider(name string) (providers.Provider, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.providers[name]; ok {
+		return p, nil
+	}
+	reg, err := e.opts.Registry.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	p, err := reg.New(e.Config())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	e.providers[name] = p
+	return p, nil
+}
+
+// Capabilities returns what the named provider declares, without building it.
+func (e *Engine) Capabilities(name string) (providers.Capabilities, error) {
+	reg, err := e.opts.Registry.Lookup(name)
+	if err != nil {
+		return providers.Capabilities{}, err
+	}
+	return reg.Capabilities, nil
+}
+
+// Close releases provider connections.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, p := range e.providers {
+		if c, ok := p.(providers.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResolveProvider picks the provider for a request: the explicit name, else
+// the one recorded for id in the registry, else the default.
+func (e *Engine) ResolveProvider(name, id string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if id != "" {
+		rec, ok, err := e.store.Get(id)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return rec.Provider, nil
+		}
+	}
+	if e.opts.DefaultProvider != "" {
+		return e.opts.DefaultProvider, nil
+	}
+	return "local", nil
+}
+
+// OpenOptions say which sandbox a session works on.
+type OpenOptions struct {
+	// Provider is the provider name; empty resolves as ResolveProvider.
+	Provider string
+	// ID reuses this sandbox; it is never deleted by Close.
+	ID string
+	// Label finds a sandbox carrying all these labels, else creates one
+	// with them (find-or-create). A found sandbox is kept on Close.
+	Label map[string]string
+	// Spec is used when a sandbox is created (Labels are merged).
+	Spec providers.Spec
+	// Setup, when set, runs after create, and on reuse when its hash changed.
+	Setup        *setup.Script
+	SetupTimeout time.Duration
+	// SetupOutput receives the setup script's live output.
+	SetupOutput io.Writer
+	// Env is passed to every command of the session (and setup).
+	Env map[string]string
+	// Keep keeps a sandbox this session created when it closes.
+	Keep bool
+}
+
+// CheckCapabilities refuses options the provider cannot honour, before
+// anything is created. The error names the flag.
+func CheckCapabilities(provider string, caps providers.Capabilities, o OpenOptions) error {
+	var bad []string
+	if o.Spec.Network != providers.NetworkDefault && !caps.Network {
+		bad = append(bad, "--network")
+	}
+	if len(o.Label) > 0 && !caps.Labels {
+		bad = append(bad, "--sandbox-label")
+	}
+	if o.Spec.Resources != (providers.Resources{}) && !caps.Resources {
+		bad = append(bad, "--cpus/--memory/--pids")
+	}
+	if o.Spec.Image != "" && !caps.Image {
+		bad = append(bad, "--image")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("provider %s does not support %s: %w", provider, strings.Join(bad, ", "), providers.ErrUnsupported)
+	}
+	return nil
+}
+
+// Open creates or reuses a sandbox and returns a session whose every
+// operation passes through the approval gate. On any error after a sandbox
+// was created, that sandbox is deleted before Open returns.
+func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
+	name, err := e.ResolveProvider(o.Provider, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := e.opts.Registry.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckCapabilities(name, reg.Capabilities, o); err != nil {
+		return nil, err
+	}
+	p, err := e.provider(name)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{engine: e, provider: p, env: o.Env, keep: o.Keep}
+	switch {
+	case o.ID != "":
+		info, err := p.Get(ctx, o.ID)
+		if err != nil {
+			if errors.Is(err, providers.ErrNotFound) {
+				return nil, &NotFoundError{ID: o.ID, Provider: name, Err: err}
+			}
+			return nil, err
+		}
+		s.info = info
+		e.emit(Event{Type: "lifecycle", Action: "reused", Sandbox: &s.info})
+	case len(o.Label) > 0:
+		found, err := p.List(ctx, providers.Filter{Labels: o.Label})
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(found, func(i, j int) bool { return found[i].CreatedAt.Before(found[j].CreatedAt) })
+		for _, info := range found {
+			if info.State == providers.StateRunning || info.State == providers.StatePaused {
+				s.info = info
+				break
+			}
+		}
+		if s.info.ID != "" {
+			e.emit(Event{Type: "lifecycle", Action: "reused", Sandbox: &s.info})
+			break
+		}
+		spec := o.Spec
+		spec.Labels = mergeLabels(spec.Labels, o.Label)
+		if err := s.create(ctx, name, spec); err != nil {
+			return nil, err
+		}
+		// A sandbox found later by label is the point of labelling it.
+		s.keep = true
+	default:
+		if err := s.create(ctx, name, o.Spec); err != nil {
+			return nil, err
+		}
+	}
+	s.gate = approval.NewGate(p, approval.GateOptions{
+		Policy:   e.opts.Policy,
+		Approver: e.opts.Approver,
+		Audit:    e.opts.Audit,
+		Mask:     e.opts.Mask,
+		OnEvent: func(ev approval.Event) {
+			e.emit(Event{Type: string(ev.Type), Gate: &ev})
+		},
+	})
+	if o.Setup != nil {
+		if err := s.runSetup(ctx, o); err != nil {
+			s.closeWith(ctx, err)
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func mergeLabels(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	maps.Copy(out, a)
+	maps.Copy(out, b)
+	return out
+}
+
+// NotFoundError is a --sandbox-id that does not exist.
+type NotFoundError struct {
+	ID, Provider string
+	Err          error
+}
+
+// Error says how to find the right id.
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("sandbox %s not found on provider %s (see `sandbox list`, or name the provider with --sandbox)", e.ID, e.Provider)
+}
+
+// Unwrap returns the provider's error.
+func (e *NotFoundError) Unwrap() error { return e.Err }
+
+// CreateError is a sandbox that could not be created (exit 125).
+type CreateError struct {
+	Provider string
+	Err      error
+}
+
+// Error keeps the provider's message.
+func (e *CreateError) Error() string {
+	return fmt.Sprintf("could not create a %s sandbox: %v", e.Provider, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *CreateError) Unwrap() error { return e.Err }
+
+func (e *Engine) emit(ev Event) {
+	if e.opts.Events == nil {
+		return
+	}
+	ev.Time = e.opts.Now()
+	e.opts.Events(ev)
+}
+
+// Event is one line of a --json run: lifecycle, setup and gate events.
+type Event struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+	// Action is what happened: created, reused, deleted, kept, started,
+	// output, skipped, succeeded, failed.
+	Action  string          `json:"action,omitempty"`
+	Sandbox *providers.Info `json:"sandbox,omitempty"`
+	// Output is a chunk of setup output.
+	Output   string          `json:"output,omitempty"`
+	ExitCode *int            `json:"exit_code,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Gate     *approval.Event `json:"gate,omitempty"`
+	// Reattach is the command that reopens a kept sandbox.
+	Reattach string `json:"reattach,omitempty"`
+}

@@ -1,0 +1,429 @@
+package engine
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/archive"
+	"github.com/pmezard/go-difflib/difflib"
+)
+
+// previewLimit is the largest write whose diff is shown for approval.
+const previewLimit = 256 << 10
+
+// hashLimit is the largest upload whose files are hashed for approval.
+const hashLimit = 64 << 20
+
+// Exec runs a command with the session's environment under the gate.
+func (s *Session) Exec(ctx context.Context, req providers.ExecRequest) (providers.ExecResult, error) {
+	if len(s.env) > 0 {
+		env := maps.Clone(s.env)
+		maps.Copy(env, req.Env)
+		req.Env = env
+	}
+	return s.gate.Exec(ctx, s.info.ID, req)
+}
+
+// Read streams a file to w.
+func (s *Session) Read(ctx context.Context, p string, w io.Writer) error {
+	p, err := providers.CleanPath(p, "")
+	if err != nil {
+		return err
+	}
+	rc, err := s.gate.ReadFile(ctx, s.info.ID, p)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if _, err := io.Copy(w, rc); err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	return nil
+}
+
+// Write creates a file from r. An existing file is an error matching
+// providers.ErrExists unless force is set. Small writes carry a diff for the
+// approver.
+func (s *Session) Write(ctx context.Context, p string, r io.Reader, force bool) error {
+	p, err := providers.CleanPath(p, "")
+	if err != nil {
+		return err
+	}
+	old, exists, err := s.current(ctx, p)
+	if err != nil {
+		return err
+	}
+	if exists && !force {
+		return fmt.Errorf("%s already exists; pass --force to overwrite it: %w", p, providers.ErrExists)
+	}
+	d := approval.DetailsFrom(ctx)
+	if br, ok := smallContent(r); ok {
+		d.Diff = UnifiedDiff(p, old, br)
+		d.Bytes = int64(len(br))
+		r = bytes.NewReader(br)
+	}
+	return s.gate.WriteFile(approval.WithDetails(ctx, d), s.info.ID, p, r, 0o644)
+}
+
+// current returns the content of p when it is a small regular file.
+func (s *Session) current(ctx context.Context, p string) (string, bool, error) {
+	fi, err := s.gate.Stat(ctx, s.info.ID, p)
+	if errors.Is(err, providers.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if fi.IsDir() {
+		return "", true, fmt.Errorf("%s is a directory: %w", p, providers.ErrInvalid)
+	}
+	if fi.Size > previewLimit || !fi.Mode.IsRegular() {
+		return "", true, nil
+	}
+	var b strings.Builder
+	if err := s.Read(ctx, p, &b); err != nil {
+		return "", true, err
+	}
+	return b.String(), true, nil
+}
+
+// smallContent returns the bytes of r when r is an in-memory reader small
+// enough to preview.
+func smallContent(r io.Reader) ([]byte, bool) {
+	type sized interface {
+		io.Reader
+		Len() int
+	}
+	sr, ok := r.(sized)
+	if !ok || sr.Len() > previewLimit {
+		return nil, false
+	}
+	b, err := io.ReadAll(sr)
+	return b, err == nil
+}
+
+// UnifiedDiff renders old → new as a unified diff of path.
+func UnifiedDiff(p, old string, new []byte) string {
+	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(old), B: difflib.SplitLines(string(new)),
+		FromFile: "a" + p, ToFile: "b" + p, Context: 3,
+	})
+	return d
+}
+
+// Edit replaces old with new in a file (every occurrence with all).
+func (s *Session) Edit(ctx context.Context, p, old, new string, all bool) (approval.EditResult, error) {
+	p, err := providers.CleanPath(p, "")
+	if err != nil {
+		return approval.EditResult{}, err
+	}
+	return s.gate.Edit(ctx, s.info.ID, p, old, new, all)
+}
+
+// Ls lists a directory to the given depth.
+func (s *Session) Ls(ctx context.Context, p string, depth int) ([]providers.FileInfo, error) {
+	p, err := providers.CleanPath(p, "")
+	if err != nil {
+		return nil, err
+	}
+	fi, err := s.gate.Stat(ctx, s.info.ID, p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return []providers.FileInfo{fi}, nil
+	}
+	return s.gate.ListDir(ctx, s.info.ID, p, depth)
+}
+
+// Glob finds paths under root matching a doublestar pattern.
+func (s *Session) Glob(ctx context.Context, root, pattern string) ([]providers.FileInfo, error) {
+	root, err := providers.CleanPath(root, "")
+	if err != nil {
+		return nil, err
+	}
+	return s.gate.Glob(ctx, s.info.ID, root, pattern)
+}
+
+// Grep searches file contents.
+func (s *Session) Grep(ctx context.Context, req providers.GrepRequest) ([]providers.GrepMatch, error) {
+	p, err := providers.CleanPath(req.Path, "")
+	if err != nil {
+		return nil, err
+	}
+	req.Path = p
+	return s.gate.Grep(ctx, s.info.ID, req)
+}
+
+// TransferOptions tune Upload and Download.
+type TransferOptions struct {
+	// Force overwrites existing files at the destination.
+	Force bool
+	// Progress, when set, is called with the bytes moved so far and the
+	// total expected (0 when unknown).
+	Progress func(done, total int64)
+}
+
+// Upload copies a host file or directory into the sandbox. A directory's
+// contents land in remote; a file lands at remote, or inside it when remote
+// ends in "/" or is a directory. Existing remote files are refused unless
+// Force is set. The data is streamed as tar; it is never held in memory.
+func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOptions) error {
+	abs, err := filepath.Abs(local)
+	if err != nil {
+		return err
+	}
+	lfi, err := os.Lstat(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("local path %s does not exist: %w", local, providers.ErrInvalid)
+		}
+		return err
+	}
+	dirMode := strings.HasSuffix(remote, "/")
+	remote, err = providers.CleanPath(remote, "")
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(filepath.Dir(abs))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	name := filepath.Base(abs)
+	files, err := archive.Manifest(ctx, root, name, false)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, f := range files {
+		total += f.Size
+	}
+	if total <= hashLimit {
+		if files, err = archive.Manifest(ctx, root, name, true); err != nil {
+			return err
+		}
+	}
+
+	// Where the entries go, and under which names.
+	dst, entry := remote, ""
+	if !lfi.IsDir() {
+		rfi, err := s.gate.Stat(ctx, s.info.ID, remote)
+		switch {
+		case err == nil && rfi.IsDir():
+			dirMode = true
+		case err == nil && !o.Force:
+			return fmt.Errorf("%s already exists in the sandbox; pass --force to overwrite it: %w", remote, providers.ErrExists)
+		case err != nil && !errors.Is(err, providers.ErrNotFound):
+			return err
+		}
+		if dirMode {
+			entry = name
+		} else {
+			dst, entry = path.Dir(remote), path.Base(remote)
+		}
+	}
+	details := approval.Details{Dest: remote, Bytes: total}
+	existing, err := s.existingRemote(ctx, dst)
+	if err != nil {
+		return err
+	}
+	var clash []string
+	for _, f := range files {
+		rel := f.Path
+		if entry != "" {
+			rel = entry
+		}
+		target := path.Join(dst, rel)
+		_, exists := existing[target]
+		if exists {
+			clash = append(clash, target)
+		}
+		details.Files = append(details.Files, approval.FileEntry{Path: target, Size: f.Size, SHA256: f.SHA256, Exists: exists})
+	}
+	if len(clash) > 0 && !o.Force {
+		return fmt.Errorf("%d file(s) already exist in the sandbox (first: %s); pass --force to overwrite: %w", len(clash), clash[0], providers.ErrExists)
+	}
+
+	pr, pw := io.Pipe()
+	go func() {
+		if entry != "" {
+			pw.CloseWithError(packFile(ctx, pw, root, name, entry))
+			return
+		}
+		pw.CloseWithError(archive.Pack(ctx, pw, root, name))
+	}()
+	var src io.Reader = pr
+	if o.Progress != nil {
+		src = &countingReader{r: pr, total: total, fn: o.Progress}
+	}
+	err = s.gate.Upload(approval.WithDetails(ctx, details), s.info.ID, dst, src)
+	pr.CloseWithError(errors.New("upload ended"))
+	return err
+}
+
+// existingRemote lists the files already under dir (empty when missing).
+func (s *Session) existingRemote(ctx context.Context, dir string) (map[string]struct{}, error) {
+	out := map[string]struct{}{}
+	list, err := s.gate.ListDir(ctx, s.info.ID, dir, 64)
+	if errors.Is(err, providers.ErrNotFound) {
+		return out, nil
+	}
+	if err != nil {
+		var fi providers.FileInfo
+		if fi, err = s.gate.Stat(ctx, s.info.ID, dir); err == nil && !fi.IsDir() {
+			return nil, fmt.Errorf("%s is a file in the sandbox, not a directory: %w", dir, providers.ErrInvalid)
+		}
+		return nil, err
+	}
+	for _, fi := range list {
+		if !fi.IsDir() {
+			out[fi.Path] = struct{}{}
+		}
+	}
+	return out, nil
+}
+
+// packFile writes a one-entry tar of a host file under another name.
+func packFile(ctx context.Context, w io.Writer, root *os.Root, name, as string) error {
+	f, err := root.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: %w", name, providers.ErrInvalid)
+	}
+	tw := tar.NewWriter(w)
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: as, Size: fi.Size(), Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if _, err := io.Copy(tw, ctxReader{ctx, f}); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// Download copies a sandbox file or directory to the host. The host target
+// must not exist unless Force is set; a failed or interrupted download
+// leaves no partial file behind.
+func (s *Session) Download(ctx context.Context, remote, local string, o TransferOptions) error {
+	remote, err := providers.CleanPath(remote, "")
+	if err != nil {
+		return err
+	}
+	rfi, err := s.gate.Stat(ctx, s.info.ID, remote)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(local)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(abs); err == nil && !o.Force {
+		return fmt.Errorf("%s already exists; pass --force to overwrite it: %w", local, providers.ErrExists)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return err
+	}
+	details := approval.Details{Dest: abs}
+	if rfi.IsDir() {
+		list, err := s.gate.ListDir(ctx, s.info.ID, remote, 64)
+		if err != nil {
+			return err
+		}
+		for _, fi := range list {
+			if !fi.IsDir() {
+				details.Files = append(details.Files, approval.FileEntry{Path: fi.Path, Size: fi.Size})
+				details.Bytes += fi.Size
+			}
+		}
+	} else {
+		details.Files = []approval.FileEntry{{Path: remote, Size: rfi.Size}}
+		details.Bytes = rfi.Size
+	}
+	root, err := os.OpenRoot(filepath.Dir(abs))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	dctx, cancel := context.WithCancel(approval.WithDetails(ctx, details))
+	defer cancel()
+	go func() {
+		err := s.gate.Download(dctx, s.info.ID, remote, pw)
+		pw.CloseWithError(err)
+		errc <- err
+	}()
+	var src io.Reader = pr
+	if o.Progress != nil {
+		src = &countingReader{r: pr, total: details.Bytes, fn: o.Progress}
+	}
+	opts := archive.ExtractOptions{Force: o.Force}
+	dst := filepath.Base(abs)
+	if !rfi.IsDir() {
+		opts.SingleFileAs = dst
+		dst = "."
+	}
+	_, xerr := archive.Extract(ctx, src, root, dst, opts)
+	if xerr != nil {
+		cancel()
+		pr.CloseWithError(xerr)
+	}
+	derr := <-errc
+	if derr != nil {
+		return derr
+	}
+	return xerr
+}
+
+// countingReader reports progress as bytes flow.
+type countingReader struct {
+	r     io.Reader
+	n     int64
+	total int64
+	fn    func(done, total int64)
+	last  time.Time
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if now := time.Now(); err != nil || now.Sub(c.last) > 100*time.Millisecond {
+		c.last = now
+		c.fn(c.n, c.total)
+	}
+	return n, err
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/setup"
+)
+
+// Session is one sandbox in use by this run.
+type Session struct {
+	engine   *Engine
+	provider providers.Provider
+	gate     *approval.Gate
+	info     providers.Info
+	env      map[string]string
+	created  bool
+	keep     bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Info describes the sandbox.
+func (s *Session) Info() providers.Info { return s.info }
+
+// ID is the sandbox id.
+func (s *Session) ID() string { return s.info.ID }
+
+// Gate is the only way to operate on the sandbox.
+func (s *Session) Gate() *approval.Gate { return s.gate }
+
+// Env is the environment given with --env, for every command.
+func (s *Session) Env() map[string]string { return s.env }
+
+// Created reports whether this run created the sandbox.
+func (s *Session) Created() bool { return s.created }
+
+// SetKeep changes whether a created sandbox survives Close.
+func (s *Session) SetKeep(keep bool) { s.keep = keep }
+
+// Capabilities of the sandbox's provider.
+func (s *Session) Capabilities() providers.Capabilities { return s.provider.Capabilities() }
+
+// ReattachCommand is the command line that reopens this sandbox.
+func (s *Session) ReattachCommand() string {
+	return ReattachCommand(s.info.Provider, s.info.ID)
+}
+
+// ReattachCommand is the command line that reopens sandbox id.
+func ReattachCommand(provider, id string) string {
+	cmd := "sandbox --sandbox-id " + id
+	if provider != "" && provider != "local" {
+		cmd = "sandbox --sandbox " + provider + " --sandbox-id " + id
+	}
+	return cmd
+}
+
+func (s *Session) create(ctx context.Context, name string, spec providers.Spec) error {
+	e := s.engine
+	spec.Labels = mergeLabels(spec.Labels, map[string]string{RunLabel: e.runID})
+	fmt.Fprintf(e.opts.Progress, "creating a %s sandbox…\n", name)
+	info, err := s.provider.Create(ctx, spec)
+	if err != nil {
+		// The provider may have created it before the error (an interrupt
+		// during a slow create): find it by the run label and delete it.
+		e.sweepRun(ctx, s.provider)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, providers.ErrAuth) {
+			return err
+		}
+		return &CreateError{Provider: name, Err: err}
+	}
+	s.info = info
+	s.created = true
+	rec := Record{ID: info.ID, Provider: name, Labels: info.Labels, CreatedAt: info.CreatedAt}
+	if spec.TTL > 0 {
+		rec.ExpiresAt = info.CreatedAt.Add(spec.TTL)
+		if info.ExpiresAt.IsZero() {
+			s.info.ExpiresAt = rec.ExpiresAt
+		}
+	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = e.opts.Now()
+	}
+	if err := e.store.Put(rec); err != nil {
+		s.closeWith(ctx, err)
+		return err
+	}
+	e.emit(Event{Type: "lifecycle", Action: "created", Sandbox: &s.info})
+	if ctx.Err() != nil {
+		s.closeWith(ctx, ctx.Err())
+		return ctx.Err()
+	}
+	return nil
+}
+
+// sweepRun deletes sandboxes carrying this run's label.
+func (e *Engine) sweepRun(ctx context.Context, p providers.Provider) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	found, err := p.List(cctx, providers.Filter{Labels: map[string]string{RunLabel: e.runID}})
+	if err != nil {
+		return
+	}
+	for _, info := range found {
+		if p.Delete(cctx, info.ID) == nil {
+			e.store.Remove(info.ID)
+			e.emit(Event{Type: "lifecycle", Action: "deleted", Sandbox: &info})
+		}
+	}
+}
+
+func (s *Session) runSetup(ctx context.Context, o OpenOptions) error {
+	e := s.engine
+	script := o.Setup
+	// Naming a script on the command line approves it.
+	s.gate.ApproveSource(approval.SourceSetup, fmt.Sprintf("--sandbox-setup %q", script.Path))
+	e.emit(Event{Type: "setup", Action: "started"})
+	out := o.SetupOutput
+	if e.opts.Events != nil {
+		out = multiWriter(out, eventWriter(func(p []byte) {
+			e.emit(Event{Type: "setup", Action: "output", Output: string(p)})
+		}))
+	}
+	network := o.Spec.Network
+	if network == providers.NetworkDefault && s.provider.Capabilities().Network {
+		network = providers.NetworkOn
+	}
+	sctx := approval.WithSource(ctx, approval.SourceSetup)
+	res, err := setup.Run(sctx, s.gate, s.info.ID, script, setup.Options{
+		Env: s.env, Timeout: o.SetupTimeout, Output: out, Network: network,
+	})
+	if err != nil {
+		code := res.ExitCode
+		e.emit(Event{Type: "setup", Action: "failed", ExitCode: &code, Error: err.Error()})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &SetupError{Err: err}
+	}
+	if res.Skipped {
+		fmt.Fprintf(e.opts.Progress, "setup %s already ran in %s; skipped\n", script.Path, s.info.ID)
+		e.emit(Event{Type: "setup", Action: "skipped"})
+	} else {
+		e.emit(Event{Type: "setup", Action: "succeeded"})
+	}
+	e.store.Modify(s.info.ID, func(r *Record) { r.SetupHash = script.Hash })
+	return nil
+}
+
+// SetupError is a failed setup script (exit 125).
+type SetupError struct{ Err error }
+
+// Error is the setup failure with the output's tail.
+func (e *SetupError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// Close ends the session: a sandbox this run created is deleted unless kept,
+// in which case the reattach command is printed to Progress. It is safe to
+// call more than once and works after ctx was cancelled.
+func (s *Session) Close(ctx context.Context) error {
+	s.closeWith(ctx, nil)
+	return s.closeErr
+}
+
+func (s *Session) closeWith(ctx context.Context, cause error) {
+	s.closeOnce.Do(func() {
+		e := s.engine
+		if !s.created {
+			return
+		}
+		if s.keep && cause == nil {
+			e.store.Modify(s.info.ID, func(r *Record) { r.Kept = true })
+			cmd := s.ReattachCommand()
+			fmt.Fprintf(e.opts.Progress, "kept sandbox %s; reattach with: %s\n", s.info.ID, cmd)
+			e.emit(Event{Type: "lifecycle", Action: "kept", Sandbox: &s.info, Reattach: cmd})
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		err := s.provider.Delete(cctx, s.info.ID)
+		if err != nil && !errors.Is(err, providers.ErrNotFound) {
+			s.closeErr = fmt.Errorf("delete sandbox %s: %w (delete it with `sandbox delete %s`)", s.info.ID, err, s.info.ID)
+			return
+		}
+		e.store.Remove(s.info.ID)
+		e.emit(Event{Type: "lifecycle", Action: "deleted", Sandbox: &s.info})
+	})
+}
+
+// Delete destroys a sandbox by id (provider resolved as ResolveProvider)
+// and forgets it.
+func (e *Engine) Delete(ctx context.Context, provider, id string) error {
+	name, err := e.ResolveProvider(provider, id)
+	if err != nil {
+		return err
+	}
+	p, err := e.provider(name)
+	if err != nil {
+		return err
+	}
+	if err := p.Delete(ctx, id); err != nil {
+		if errors.Is(err, providers.ErrNotFound) {
+			e.store.Remove(id)
+			return &NotFoundError{ID: id, Provider: name, Err: err}
+		}
+		return err
+	}
+	return e.store.Remove(id)
+}
+
+// Get describes a sandbox by id.
+func (e *Engine) Get(ctx context.Context, provider, id string) (providers.Info, error) {
+	name, err := e.ResolveProvider(provider, id)
+	if err != nil {
+		return providers.Info{}, err
+	}
+	p, err := e.provider(name)
+	if err != nil {
+		return providers.Info{}, err
+	}
+	info, err := p.Get(ctx, id)
+	if errors.Is(err, providers.ErrNotFound) {
+		return info, &NotFoundError{ID: id, Provider: name, Err: err}
+	}
+	if err != nil {
+		return info, err
+	}
+	return e.annotate(info), nil
+}
+
+// List lists the sandboxes of one provider that match filter.
+func (e *Engine) List(ctx context.Context, provider string, filter providers.Filter) ([]providers.Info, error) {
+	name, err := e.ResolveProvider(provider, "")
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.provider(name)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := p.List(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	for i := range infos {
+		infos[i] = e.annotate(infos[i])
+	}
+	return infos, nil
+}
+
+// annotate fills the deadline the registry knows about.
+func (e *Engine) annotate(info providers.Info) providers.Info {
+	if rec, ok, _ := e.store.Get(info.ID); ok && info.ExpiresAt.IsZero() {
+		info.ExpiresAt = rec.ExpiresAt
+	}
+	if info.Labels == nil {
+		info.Labels = map[string]string{}
+	}
+	return info
+}
+
+// DeleteExpired deletes every recorded sandbox whose --ttl has passed and
+// returns the ids deleted. Sandboxes already gone are forgotten.
+func (e *Engine) DeleteExpired(ctx context.Context) ([]string, error) {
+	recs, err := e.store.All()
+	if err != nil {
+		return nil, err
+	}
+	now := e.opts.Now()
+	var deleted []string
+	var errs []error
+	for _, r := range recs {
+		if !expired(r, now) {
+			continue
+		}
+		err := e.Delete(ctx, r.Provider, r.ID)
+		var nf *NotFoundError
+		if err != nil && !errors.As(err, &nf) {
+			errs = append(errs, err)
+			continue
+		}
+		deleted = append(deleted, r.ID)
+	}
+	return deleted, errors.Join(errs...)
+}
+
+type eventWriter func([]byte)
+
+func (w eventWriter) Write(p []byte) (int, error) {
+	w(append([]byte(nil), p...))
+	return len(p), nil
+}
+
+func multiWriter(a io.Writer, b io.Writer) io.Writer {
+	if a == nil {
+		return b
+	}
+	return io.MultiWriter(a, b)
+}
+
+// expired reports whether a record's TTL has passed at now.
+func expired(r Record, now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(now)
+}

@@ -1,0 +1,16 @@
+// Package all assembles the registry of every built-in provider. Only the
+// program's main and end-to-end tests import it; the CLI and the TUI receive
+// the registry and never import a concrete provider.
+package all
+
+import (
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/local"
+)
+
+// Registry returns a fresh registry holding every built-in provider.
+func Registry() *providers.Registry {
+	return providers.NewRegistry(
+		local.Registration(),
+	)
+}
