@@ -81,7 +81,7 @@ func (e *PlanError) Error() string {
 }
 
 // rawStep is the document shape shared by YAML and JSON.
-type rawStep map[string]any
+type rawStep = map[string]any
 
 var ops = map[string]bool{"exec": true, "write": true, "edit": true, "read": true, "upload": true, "download": true, "ls": true, "glob": true, "grep": true}
 
