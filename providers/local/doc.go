@@ -1,0 +1,31 @@
+// Package local is the embedded sandbox provider: it isolates commands on the
+// user's own Linux machine with nothing but the kernel and this binary.
+//
+// Each sandbox is a directory under StateDir/local/<id> holding its metadata,
+// its workspace, its home directory and a persistent writable layer. Every
+// command and every file operation runs in a fresh init process: the binary
+// re-executes itself (see MaybeRunInit) in new user, mount, PID, IPC, UTS,
+// cgroup and (unless the network is on) network namespaces. The init then
+//
+//   - builds a new root on a tmpfs: the host's system directories (/usr,
+//     /etc, /opt, /var and the lib/bin directories) read-only as the lower
+//     layer of an overlayfs whose upper layer lives in the sandbox's state
+//     directory, so installs persist across commands while the host never
+//     changes; /workspace and HOME bound from the state directory; a private
+//     /tmp and /run; a fresh /proc; a minimal /dev; no host /sys, /home,
+//     /root or /run, and /etc/shadow and /etc/gshadow masked;
+//   - pivots into it, sets the hostname and brings up loopback;
+//   - applies Landlock (read-only everywhere, writable only where the sandbox
+//     may write), drops every capability, sets no_new_privs and makes itself
+//     non-dumpable;
+//   - runs the command in a new session, reaps every child, and exits with
+//     the command's status, which tears down the PID namespace and kills
+//     whatever the command left behind.
+//
+// File operations run inside the same view (the init's "file" mode), so a
+// symlink planted by sandboxed code resolves inside the sandbox and can never
+// make the host read or write its own files.
+//
+// Hosts without usable unprivileged user namespaces get an error that says how
+// to enable them.
+package local

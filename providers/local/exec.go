@@ -1,0 +1,124 @@
+package local
+
+import (
+	"context"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// Exec runs a command in the sandbox and streams its output as produced.
+func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecRequest) (providers.ExecResult, error) {
+	start := time.Now()
+	m, dir, err := p.load(id)
+	if err != nil {
+		return providers.ExecResult{}, err
+	}
+	cfg, err := p.execConfig(m, req)
+	if err != nil {
+		return providers.ExecResult{}, err
+	}
+	shared, err := sharedNetwork(m.Network, req.Network)
+	if err != nil {
+		return providers.ExecResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return providers.ExecResult{}, ctxErr("exec in "+id, ctx, 0)
+	}
+	runCtx := ctx
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
+	pr, err := p.launch(dir, id, cfg, shared, initStdio{stdin: req.Stdin, stdout: req.Stdout, stderr: req.Stderr})
+	if err != nil {
+		return providers.ExecResult{}, err
+	}
+	pr.closeCtl(false)
+	if pr.stdinW != nil {
+		go feed(pr.stdinW, req.Stdin)
+	}
+	stop := pr.watch(runCtx, nil)
+	last, got := pr.finish()
+	stop()
+	res := providers.ExecResult{Duration: time.Since(start)}
+	switch {
+	case got && last.Exit != nil:
+		res.ExitCode = *last.Exit
+		return res, nil
+	case got && last.Setup:
+		return res, setupErr(id, last)
+	case got && last.Err != "":
+		return res, errorOf("exec in "+id, last)
+	case runCtx.Err() != nil:
+		if ctx.Err() == nil {
+			return res, ctxErr("exec in "+id, runCtx, req.Timeout)
+		}
+		return res, ctxErr("exec in "+id, ctx, 0)
+	}
+	return res, pr.initDied()
+}
+
+// feed copies the caller's stdin into the command's. It may outlive Exec
+// while blocked reading r; its next write then fails and it returns.
+func feed(w io.WriteCloser, r io.Reader) {
+	_, _ = io.Copy(w, r)
+	w.Close()
+}
+
+// sharedNetwork resolves the network mode of one command.
+func sharedNetwork(sandbox, req providers.Network) (bool, error) {
+	mode := req
+	if mode == providers.NetworkDefault {
+		mode = sandbox
+	}
+	switch mode {
+	case providers.NetworkOn:
+		return true, nil
+	case providers.NetworkOff, providers.NetworkDefault:
+		return false, nil
+	}
+	return false, providers.Errorf(providers.ErrInvalid, Name, "exec", "unknown network mode %q (want on or off)", mode)
+}
+
+// execConfig validates a request and turns it into the init's command.
+func (p *Provider) execConfig(m meta, req providers.ExecRequest) (*initConfig, error) {
+	var argv []string
+	switch {
+	case len(req.Argv) > 0 && req.Shell != "":
+		return nil, providers.Errorf(providers.ErrInvalid, Name, "exec", "give either argv or a shell command, not both")
+	case len(req.Argv) > 0:
+		argv = slices.Clone(req.Argv)
+	case req.Shell != "":
+		argv = []string{"/bin/sh", "-c", req.Shell}
+	default:
+		return nil, providers.Errorf(providers.ErrInvalid, Name, "exec", "no command given")
+	}
+	cwd := providers.DefaultWorkdir
+	if req.Cwd != "" {
+		c, err := providers.CleanPath(req.Cwd, providers.DefaultWorkdir)
+		if err != nil {
+			return nil, &providers.Error{Kind: providers.ErrInvalid, Provider: Name, Op: "exec", Msg: "working directory: " + err.Error(), Err: err}
+		}
+		cwd = c
+	}
+	return &initConfig{Mode: modeExec, Argv: argv, Cwd: cwd, Env: commandEnv(p.home, m.Env, req.Env)}, nil
+}
+
+// commandEnv is the whole environment of a command: PATH and HOME, then the
+// sandbox's variables, then the request's. Nothing comes from the host.
+func commandEnv(home string, layers ...map[string]string) []string {
+	env := map[string]string{"PATH": defaultPath, "HOME": home}
+	for _, l := range layers {
+		maps.Copy(env, l)
+	}
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}

@@ -1,0 +1,344 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"regexp"
+	"sync"
+	"syscall"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// fileCall is one file operation about to run in a sandbox's init.
+type fileCall struct {
+	op    string // names the operation in errors: "read /workspace/x"
+	id    string
+	dir   string
+	req   fileRequest
+	stdio initStdio
+}
+
+// prepare checks the sandbox and cleans the paths of a request.
+func (p *Provider) prepare(ctx context.Context, id, verb string, req fileRequest) (*fileCall, error) {
+	_, dir, err := p.load(id)
+	if err != nil {
+		return nil, err
+	}
+	clean, err := cleanPath(verb, req.Path)
+	if err != nil {
+		return nil, err
+	}
+	req.Path = clean
+	op := verb + " " + clean
+	if req.Op == opRename {
+		to, err := cleanPath(verb, req.To)
+		if err != nil {
+			return nil, err
+		}
+		req.To = to
+		op += " -> " + to
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxErr(op, ctx, 0)
+	}
+	return &fileCall{op: op, id: id, dir: dir, req: req}, nil
+}
+
+// cleanPath applies the contract's path rules.
+func cleanPath(verb, p string) (string, error) {
+	c, err := providers.CleanPath(p, providers.DefaultWorkdir)
+	if err != nil {
+		return "", &providers.Error{Kind: providers.ErrInvalid, Provider: Name, Op: verb, Msg: err.Error(), Err: err}
+	}
+	return c, nil
+}
+
+// start launches the init for a file operation. File operations see the
+// sandbox's own network setting irrelevant: they never use the network,
+// so they run in a private one.
+func (p *Provider) start(fc *fileCall) (*proc, error) {
+	req := fc.req
+	cfg := &initConfig{Mode: modeFile, File: &req}
+	return p.launch(fc.dir, fc.id, cfg, false, fc.stdio)
+}
+
+// result interprets the final status of a file operation.
+func (fc *fileCall) result(ctx context.Context, pr *proc, last statusMsg, got bool) (statusMsg, error) {
+	switch {
+	case got && last.Done:
+		return last, nil
+	case got && last.Setup:
+		return last, setupErr(fc.id, last)
+	case got && last.Err != "" && ctx.Err() == nil:
+		return last, errorOf(fc.op, last)
+	case ctx.Err() != nil:
+		return last, ctxErr(fc.op, ctx, 0)
+	case got && last.Err != "":
+		return last, errorOf(fc.op, last)
+	}
+	return last, pr.initDied()
+}
+
+// run performs a file operation that moves no data.
+func (p *Provider) run(ctx context.Context, fc *fileCall) (statusMsg, error) {
+	pr, err := p.start(fc)
+	if err != nil {
+		return statusMsg{}, err
+	}
+	pr.closeCtl(false)
+	stop := pr.watch(ctx, nil)
+	last, got := pr.finish()
+	stop()
+	return fc.result(ctx, pr, last, got)
+}
+
+// Stat describes one path without following a final symlink.
+func (p *Provider) Stat(ctx context.Context, id, path string) (providers.FileInfo, error) {
+	fc, err := p.prepare(ctx, id, "stat", fileRequest{Op: opStat, Path: path})
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	m, err := p.run(ctx, fc)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	if m.Info == nil {
+		return providers.FileInfo{}, errors.New("local: stat: the init sent no file information")
+	}
+	return *m.Info, nil
+}
+
+// ListDir lists a directory to the given depth.
+func (p *Provider) ListDir(ctx context.Context, id, path string, depth int) ([]providers.FileInfo, error) {
+	fc, err := p.prepare(ctx, id, "list", fileRequest{Op: opList, Path: path, Depth: depth})
+	if err != nil {
+		return nil, err
+	}
+	m, err := p.run(ctx, fc)
+	if err != nil {
+		return nil, err
+	}
+	if m.Infos == nil {
+		m.Infos = []providers.FileInfo{}
+	}
+	return m.Infos, nil
+}
+
+// Mkdir creates a directory and its missing parents.
+func (p *Provider) Mkdir(ctx context.Context, id, path string) error {
+	fc, err := p.prepare(ctx, id, "mkdir", fileRequest{Op: opMkdir, Path: path})
+	if err != nil {
+		return err
+	}
+	_, err = p.run(ctx, fc)
+	return err
+}
+
+// Remove deletes a path; a directory only when recursive is set.
+func (p *Provider) Remove(ctx context.Context, id, path string, recursive bool) error {
+	fc, err := p.prepare(ctx, id, "remove", fileRequest{Op: opRemove, Path: path, Recursive: recursive})
+	if err != nil {
+		return err
+	}
+	_, err = p.run(ctx, fc)
+	return err
+}
+
+// Rename moves a path within the sandbox.
+func (p *Provider) Rename(ctx context.Context, id, from, to string) error {
+	fc, err := p.prepare(ctx, id, "rename", fileRequest{Op: opRename, Path: from, To: to})
+	if err != nil {
+		return err
+	}
+	_, err = p.run(ctx, fc)
+	return err
+}
+
+// Grep searches file contents inside the sandbox.
+func (p *Provider) Grep(ctx context.Context, id string, req providers.GrepRequest) ([]providers.GrepMatch, error) {
+	if req.Path == "" {
+		req.Path = providers.DefaultWorkdir
+	}
+	pattern := req.Pattern
+	if req.IgnoreCase {
+		pattern = "(?i)" + pattern
+	}
+	if _, err := regexp.Compile(pattern); err != nil {
+		return nil, &providers.Error{Kind: providers.ErrInvalid, Provider: Name, Op: "grep", Msg: "pattern: " + err.Error(), Err: err}
+	}
+	fc, err := p.prepare(ctx, id, "grep", fileRequest{Op: opGrep, Path: req.Path})
+	if err != nil {
+		return nil, err
+	}
+	req.Path = fc.req.Path
+	fc.req.Grep = &req
+	m, err := p.run(ctx, fc)
+	if err != nil {
+		return nil, err
+	}
+	if m.Matches == nil {
+		m.Matches = []providers.GrepMatch{}
+	}
+	return m.Matches, nil
+}
+
+// ReadFile streams a file out of the sandbox. The init opens it inside the
+// sandbox's view, so symlinks resolve there.
+func (p *Provider) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	fc, err := p.prepare(ctx, id, "read", fileRequest{Op: opRead, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	fc.stdio.stdout = w
+	pr, err := p.start(fc)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	pr.closeCtl(false)
+	stop := pr.watch(ctx, nil)
+	first, ok := pr.next()
+	if !ok || !first.Open {
+		r.Close()
+		last, got := pr.finish()
+		stop()
+		if ok {
+			last, got = first, true
+		}
+		_, err := fc.result(ctx, pr, last, got)
+		if err == nil {
+			err = errors.New("local: " + fc.op + ": the init sent no data")
+		}
+		return nil, err
+	}
+	return &fileReader{r: r, pr: pr, fc: fc, ctx: ctx, stop: stop}, nil
+}
+
+// fileReader is the stream of ReadFile. At EOF it checks that the init
+// finished the copy; a failure mid-way is returned instead of io.EOF.
+type fileReader struct {
+	r    *os.File
+	pr   *proc
+	fc   *fileCall
+	ctx  context.Context
+	stop func()
+
+	once sync.Once
+	err  error // outcome of the init, set by end
+}
+
+func (f *fileReader) Read(b []byte) (int, error) {
+	n, err := f.r.Read(b)
+	if err == io.EOF {
+		f.end(false)
+		if f.err != nil {
+			return n, f.err
+		}
+	}
+	return n, err
+}
+
+// end collects the init's outcome; with kill, the reader gave up early.
+func (f *fileReader) end(kill bool) {
+	f.once.Do(func() {
+		if kill {
+			f.pr.kill()
+		}
+		last, got := f.pr.finish()
+		f.stop()
+		if !kill {
+			_, f.err = f.fc.result(f.ctx, f.pr, last, got)
+		}
+	})
+}
+
+// Close stops the stream; reading to the end first is not required.
+func (f *fileReader) Close() error {
+	f.r.Close()
+	f.end(true)
+	return nil
+}
+
+// WriteFile replaces a file with the bytes of r, atomically: the init
+// writes a temporary file and renames it only after the host confirms that
+// r ended without error.
+func (p *Provider) WriteFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error {
+	fc, err := p.prepare(ctx, id, "write", fileRequest{Op: opWrite, Path: path, Mode: mode.Perm()})
+	if err != nil {
+		return err
+	}
+	return p.pushStream(ctx, fc, r)
+}
+
+// Upload unpacks a tar stream under dst inside the sandbox.
+func (p *Provider) Upload(ctx context.Context, id, dst string, archive io.Reader) error {
+	fc, err := p.prepare(ctx, id, "upload to", fileRequest{Op: opUpload, Path: dst})
+	if err != nil {
+		return err
+	}
+	return p.pushStream(ctx, fc, archive)
+}
+
+// pushStream runs an operation that consumes r on the init's stdin. The
+// commit byte follows only a complete copy; on a reader error or a
+// cancelled ctx the init discards its temporary files.
+func (p *Provider) pushStream(ctx context.Context, fc *fileCall, r io.Reader) error {
+	fc.stdio.stdin = struct{ io.Reader }{r} // always through a pipe the provider feeds
+	pr, err := p.start(fc)
+	if err != nil {
+		return err
+	}
+	var copyErr error
+	copied := make(chan struct{})
+	var closeIn sync.Once
+	closeStdin := func() { closeIn.Do(func() { pr.stdinW.Close() }) }
+	go func() {
+		defer close(copied)
+		_, err := io.Copy(pr.stdinW, r)
+		closeStdin()
+		if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, os.ErrClosed) {
+			copyErr = err
+		}
+		pr.closeCtl(err == nil && ctx.Err() == nil)
+	}()
+	stop := pr.watch(ctx, func() {
+		closeStdin()
+		pr.closeCtl(false)
+	})
+	last, got := pr.finish()
+	stop()
+	select {
+	case <-copied:
+		if copyErr != nil && !(got && last.Done) {
+			return &providers.Error{Provider: Name, Op: fc.op, Msg: "reading the input: " + copyErr.Error() + " (nothing was written)", Err: copyErr}
+		}
+	default:
+		// Still blocked reading r: the init is gone, the copy ends on
+		// its next write.
+	}
+	_, err = fc.result(ctx, pr, last, got)
+	return err
+}
+
+// Download writes a tar stream of src to w.
+func (p *Provider) Download(ctx context.Context, id, src string, w io.Writer) error {
+	fc, err := p.prepare(ctx, id, "download", fileRequest{Op: opDownload, Path: src})
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	fc.stdio.stdout = w
+	_, err = p.run(ctx, fc)
+	return err
+}

@@ -1,0 +1,548 @@
+package local
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// serveFile performs one file operation inside the sandbox's view and
+// reports its outcome. Data flows over stdin (write, upload) and stdout
+// (read, download).
+func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
+	req := cfg.File
+	if req == nil {
+		rep.setupFail(errors.New("file mode without a request"))
+		return 125
+	}
+	var err error
+	msg := statusMsg{Done: true}
+	switch req.Op {
+	case opRead:
+		err = serveRead(req.Path, rep)
+	case opWrite:
+		err = serveWrite(req.Path, req.Mode, ctl)
+	case opStat:
+		var fi providers.FileInfo
+		fi, err = statPath(req.Path)
+		msg.Info = &fi
+	case opList:
+		msg.Infos, err = listDir(req.Path, req.Depth)
+	case opMkdir:
+		err = mkdirAll(req.Path)
+	case opRemove:
+		err = removePath(req.Path, req.Recursive)
+	case opRename:
+		err = os.Rename(req.Path, req.To)
+	case opUpload:
+		err = serveUpload(req.Path, ctl)
+	case opDownload:
+		err = serveDownload(req.Path, rep)
+	case opGrep:
+		msg.Matches, err = grep(req.Grep)
+	default:
+		err = fmt.Errorf("unknown file operation %q: %w", req.Op, fs.ErrInvalid)
+	}
+	if err != nil {
+		rep.fail(err)
+		return 1
+	}
+	rep.send(msg)
+	return 0
+}
+
+// copyBuf is the size of the buffers that move file data.
+const copyBuf = 256 << 10
+
+// serveRead streams a regular file to stdout after reporting that it opened.
+func serveRead(p string, rep *reporter) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return &os.PathError{Op: "read", Path: p, Err: syscall.EISDIR}
+	}
+	rep.send(statusMsg{Open: true})
+	_, err = io.CopyBuffer(os.Stdout, f, make([]byte, copyBuf))
+	return err
+}
+
+// committed waits for the host's verdict on the input stream.
+func committed(ctl *bufio.Reader) bool {
+	b, err := ctl.ReadByte()
+	return err == nil && b == commitByte
+}
+
+// errAborted says that the host did not confirm the input stream.
+var errAborted = errors.New("input stream aborted: nothing was written")
+
+// tempName returns a hidden sibling name for an atomic write of name.
+func tempName(name string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "." + name + ".sandbox-" + hex.EncodeToString(b[:])
+}
+
+// serveWrite replaces p with stdin through a temporary file and a rename,
+// creating missing parents; an aborted stream leaves nothing behind.
+func serveWrite(p string, mode fs.FileMode, ctl *bufio.Reader) error {
+	if mode == 0 {
+		mode = 0o644
+	}
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return &os.PathError{Op: "write", Path: p, Err: syscall.EISDIR}
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, tempName(filepath.Base(p)))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
+	if err != nil {
+		return err
+	}
+	_, err = io.CopyBuffer(f, os.Stdin, make([]byte, copyBuf))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && !committed(ctl) {
+		err = errAborted
+	}
+	if err == nil {
+		// The mode given wins over the umask.
+		err = os.Chmod(tmp, mode.Perm())
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// fileInfo converts an Lstat result for the sandbox path p.
+func fileInfo(p string, fi fs.FileInfo) providers.FileInfo {
+	out := providers.FileInfo{Path: p, Name: path.Base(p), Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime().UTC()}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		out.Target, _ = os.Readlink(p)
+	}
+	return out
+}
+
+// statPath describes p without following a final symlink.
+func statPath(p string) (providers.FileInfo, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return fileInfo(p, fi), nil
+}
+
+// listDir lists dir to the given depth (at least 1), sorted by path,
+// without descending into symlinks.
+func listDir(dir string, depth int) ([]providers.FileInfo, error) {
+	if depth < 1 {
+		depth = 1
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, &os.PathError{Op: "list", Path: dir, Err: syscall.ENOTDIR}
+	}
+	var out []providers.FileInfo
+	var walk func(d string, level int) error
+	walk = func(d string, level int) error {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := path.Join(d, e.Name())
+			info, err := e.Info()
+			if err != nil {
+				continue // vanished meanwhile
+			}
+			out = append(out, fileInfo(p, info))
+			if e.IsDir() && level < depth {
+				if err := walk(p, level+1); err != nil && !errors.Is(err, fs.ErrPermission) {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(dir, 1); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// mkdirAll is mkdir -p; an existing non-directory is reported as such.
+func mkdirAll(p string) error {
+	err := os.MkdirAll(p, 0o755)
+	if errors.Is(err, syscall.ENOTDIR) {
+		if fi, serr := os.Stat(p); serr == nil && !fi.IsDir() {
+			return &os.PathError{Op: "mkdir", Path: p, Err: syscall.EEXIST}
+		}
+	}
+	return err
+}
+
+// removePath deletes p; a directory only when recursive is set (an empty
+// one too, so that the flag alone decides).
+func removePath(p string, recursive bool) error {
+	if p == "/" {
+		return &os.PathError{Op: "remove", Path: p, Err: syscall.EINVAL}
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return os.Remove(p)
+	}
+	if !recursive {
+		return fmt.Errorf("%s is a directory: remove it recursively: %w", p, syscall.EISDIR)
+	}
+	return os.RemoveAll(p)
+}
+
+// serveUpload extracts the tar stream on stdin under dst, each regular file
+// through a temporary name and a rename, never leaving dst: every path is
+// resolved through an os.Root opened on dst.
+func serveUpload(dst string, ctl *bufio.Reader) error {
+	if err := mkdirAll(dst); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tr := tar.NewReader(bufio.NewReaderSize(os.Stdin, copyBuf))
+	buf := make([]byte, copyBuf)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read archive: %w", err)
+		}
+		name, err := entryName(hdr.Name)
+		if err != nil {
+			return err
+		}
+		if name == "." {
+			continue
+		}
+		if err := extract(root, name, hdr, tr, buf); err != nil {
+			return fmt.Errorf("extract %s: %w", path.Join(dst, name), err)
+		}
+	}
+	// Drain what follows the archive's end so that the host's copy ends.
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if !committed(ctl) {
+		return errAborted
+	}
+	return nil
+}
+
+// errBadEntry rejects archive entries that would leave the destination.
+var errBadEntry = errors.New("archive entry escapes the destination")
+
+// entryName validates and cleans the name of a tar entry: relative, no ".."
+// component, no NUL. "." stands for the destination itself.
+func entryName(name string) (string, error) {
+	if name == "" || strings.IndexByte(name, 0) >= 0 {
+		return "", fmt.Errorf("archive entry %q: empty or NUL in name: %w", name, fs.ErrInvalid)
+	}
+	if strings.HasPrefix(name, "/") {
+		return "", fmt.Errorf("archive entry %q: absolute name: %w", name, errBadEntry)
+	}
+	for part := range strings.SplitSeq(name, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("archive entry %q: parent reference: %w", name, errBadEntry)
+		}
+	}
+	return path.Clean(name), nil
+}
+
+// extract creates one entry beneath root.
+func extract(root *os.Root, name string, hdr *tar.Header, r io.Reader, buf []byte) error {
+	if dir := path.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	perm := fs.FileMode(hdr.Mode).Perm()
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := root.MkdirAll(name, 0o755); err != nil {
+			return err
+		}
+		if perm != 0 {
+			return root.Chmod(name, perm|0o700)
+		}
+		return nil
+	case tar.TypeReg, tar.TypeRegA:
+		if fi, err := root.Lstat(name); err == nil && fi.IsDir() {
+			return syscall.EISDIR
+		}
+		tmp := path.Join(path.Dir(name), tempName(path.Base(name)))
+		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.CopyBuffer(f, r, buf)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = root.Chmod(tmp, perm)
+		}
+		if err == nil && !hdr.ModTime.IsZero() {
+			err = root.Chtimes(tmp, hdr.ModTime, hdr.ModTime)
+		}
+		if err == nil {
+			err = root.Rename(tmp, name)
+		}
+		if err != nil {
+			_ = root.Remove(tmp)
+		}
+		return err
+	case tar.TypeSymlink:
+		if err := removeIfNotDir(root, name); err != nil {
+			return err
+		}
+		return root.Symlink(hdr.Linkname, name)
+	case tar.TypeLink:
+		target, err := entryName(hdr.Linkname)
+		if err != nil {
+			return err
+		}
+		if err := removeIfNotDir(root, name); err != nil {
+			return err
+		}
+		return root.Link(target, name)
+	}
+	// Devices, FIFOs and the like are not recreated.
+	return nil
+}
+
+// removeIfNotDir clears the way for a link at name.
+func removeIfNotDir(root *os.Root, name string) error {
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return syscall.EISDIR
+	}
+	return root.Remove(name)
+}
+
+// serveDownload writes a tar stream of src to stdout: a directory's
+// contents relative to it, or one entry named by a file's base name.
+// Symlinks are archived as symlinks, never followed below src.
+func serveDownload(src string, rep *reporter) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	rep.send(statusMsg{Open: true})
+	bw := bufio.NewWriterSize(os.Stdout, copyBuf)
+	tw := tar.NewWriter(bw)
+	buf := make([]byte, copyBuf)
+	if !fi.IsDir() {
+		err = addEntry(tw, src, path.Base(src), fi, buf)
+	} else {
+		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if p == src {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			rel := strings.TrimPrefix(p, strings.TrimSuffix(src, "/")+"/")
+			return addEntry(tw, p, rel, info, buf)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// addEntry archives one path.
+func addEntry(tw *tar.Writer, p, name string, fi fs.FileInfo, buf []byte) error {
+	var target string
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		var err error
+		if target, err = os.Readlink(p); err != nil {
+			return err
+		}
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
+		return nil // sockets, devices, FIFOs
+	}
+	hdr, err := tar.FileInfoHeader(fi, target)
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	if fi.IsDir() {
+		hdr.Name += "/"
+	}
+	hdr.Uname, hdr.Gname = "", ""
+	if !fi.Mode().IsRegular() {
+		return tw.WriteHeader(hdr)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = io.CopyBuffer(tw, io.LimitReader(f, hdr.Size), buf)
+	return err
+}
+
+// defaultMaxMatches bounds a search when the request does not.
+const defaultMaxMatches = 1000
+
+// maxLineLen bounds the text of one reported match.
+const maxLineLen = 4096
+
+// grep searches regular text files under req.Path.
+func grep(req *providers.GrepRequest) ([]providers.GrepMatch, error) {
+	pattern := req.Pattern
+	if req.IgnoreCase {
+		pattern = "(?i)" + pattern
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("pattern: %v: %w", err, fs.ErrInvalid)
+	}
+	max := req.MaxMatches
+	if max <= 0 {
+		max = defaultMaxMatches
+	}
+	root := req.Path
+	if root == "" {
+		root = providers.DefaultWorkdir
+	}
+	if _, err := os.Stat(root); err != nil {
+		return nil, err
+	}
+	matches := []providers.GrepMatch{}
+	errStop := errors.New("enough matches")
+	scan := make([]byte, 64<<10)
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root {
+				return err
+			}
+			return nil // unreadable parts are skipped, like grep -s
+		}
+		if d.IsDir() {
+			if p != root && (p == "/proc" || p == "/dev" || p == "/sys") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if req.Glob != "" && !globMatch(req.Glob, root, p) {
+			return nil
+		}
+		matches = grepFile(p, re, matches, max, scan)
+		if len(matches) >= max {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && err != errStop {
+		return nil, err
+	}
+	return matches, nil
+}
+
+// globMatch matches a glob against the base name, or against the path
+// relative to the search root when the glob holds a slash.
+func globMatch(glob, root, p string) bool {
+	name := path.Base(p)
+	if strings.Contains(glob, "/") {
+		name = strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
+	}
+	ok, _ := doublestar.Match(glob, name)
+	return ok
+}
+
+// grepFile appends the matching lines of one file; files with a NUL byte in
+// their first block are binary and skipped.
+func grepFile(p string, re *regexp.Regexp, matches []providers.GrepMatch, max int, buf []byte) []providers.GrepMatch {
+	f, err := os.Open(p)
+	if err != nil {
+		return matches
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, len(buf))
+	head, _ := br.Peek(8 << 10)
+	if bytes.IndexByte(head, 0) >= 0 {
+		return matches
+	}
+	sc := bufio.NewScanner(br)
+	sc.Buffer(buf, 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if !re.Match(line) {
+			continue
+		}
+		if len(line) > maxLineLen {
+			line = line[:maxLineLen]
+		}
+		matches = append(matches, providers.GrepMatch{Path: p, Line: n, Text: string(line)})
+		if len(matches) >= max {
+			break
+		}
+	}
+	return matches
+}

@@ -1,0 +1,144 @@
+package local
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
+)
+
+// setupNetwork names the UTS namespace and, in a private network namespace,
+// brings up loopback so that 127.0.0.1 works inside.
+func setupNetwork(cfg *initConfig) error {
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		return fmt.Errorf("set hostname: %w", err)
+	}
+	if cfg.SharedNet {
+		return nil
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up loopback: %w", err)
+	}
+	return nil
+}
+
+// landlockRules lists what the sandbox may touch: read and execute
+// everywhere; write only in the workspace, HOME, the temporary directories,
+// the overlaid system directories and a few device files.
+func landlockRules(cfg *initConfig) []landlock.Rule {
+	rw := []string{"/workspace", cfg.Home, "/tmp", "/run", "/dev/shm"}
+	for _, l := range cfg.Layers {
+		rw = append(rw, "/"+l.Name)
+	}
+	devs := []string{"/dev/ptmx"}
+	for _, n := range devNodes {
+		devs = append(devs, "/dev/"+n)
+	}
+	return []landlock.Rule{
+		landlock.RODirs("/"),
+		landlock.RWDirs(rw...).WithRefer(),
+		landlock.RWDirs("/dev/pts").WithIoctlDev(),
+		landlock.RWFiles(devs...).WithIoctlDev(),
+	}
+}
+
+// applyLandlock restricts the init and everything it starts, on every
+// thread, and returns the ABI version in force (0: the kernel has no
+// Landlock, nothing was enforced). It also sets no_new_privs.
+func applyLandlock(cfg *initConfig) (int, error) {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		abi = 0
+	}
+	c := landlock.Config{
+		HandledAccessFS: landlock.V11.HandledAccessFS,
+		Scoped:          landlock.V11.Scoped,
+	}
+	if err := c.BestEffort().Restrict(landlockRules(cfg)...); err != nil {
+		return 0, fmt.Errorf("landlock: %w", err)
+	}
+	return abi, nil
+}
+
+// dropPrivileges empties the bounding set on this thread (the one that
+// starts the command), then clears every capability and the ambient set on
+// every thread, sets no_new_privs everywhere and makes the init
+// non-dumpable, so that /proc/1 of the sandbox cannot be opened.
+func dropPrivileges() error {
+	for c := 0; c <= unix.CAP_LAST_CAP+8; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if err == unix.EINVAL {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("drop bounding capability %d: %w", c, err)
+		}
+	}
+	if _, _, e := psx.Syscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
+		return fmt.Errorf("no_new_privs: %w", e)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	_, _, e := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	runtime.KeepAlive(&hdr)
+	runtime.KeepAlive(&data)
+	if e != 0 {
+		return fmt.Errorf("clear capabilities: %w", e)
+	}
+	if _, _, e := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
+		return fmt.Errorf("clear ambient capabilities: %w", e)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("non-dumpable: %w", err)
+	}
+	return nil
+}
+
+// applyResourceLimits is where rlimits (and cgroup placement, where the
+// host delegates one) are applied to the command. Hook for the isolation
+// work; nothing is limited yet.
+func applyResourceLimits(cfg *initConfig) error { return nil }
+
+// installSeccomp is where the seccomp filter goes: after the sandbox is
+// built and privileges are dropped, right before the user's command starts
+// (or the file operation runs). It must be installed on the thread that
+// forks the command (the init's main thread, locked in MaybeRunInit), or on
+// every thread with TSYNC. Hook for the isolation work; no filter yet.
+func installSeccomp(cfg *initConfig) error { return nil }
+
+// harden applies every restriction, in the only order that works: Landlock
+// needs no_new_privs (it sets it), the bounding set needs CAP_SETPCAP, and
+// seccomp comes last so that it may deny what the steps before it use.
+func harden(cfg *initConfig) (int, error) {
+	abi, err := applyLandlock(cfg)
+	if err != nil {
+		return 0, err
+	}
+	if err := dropPrivileges(); err != nil {
+		return 0, err
+	}
+	if err := applyResourceLimits(cfg); err != nil {
+		return 0, err
+	}
+	if err := installSeccomp(cfg); err != nil {
+		return 0, err
+	}
+	return abi, nil
+}

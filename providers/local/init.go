@@ -1,0 +1,262 @@
+package local
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// initArgv0 is the marker that turns the binary into the sandbox init: the
+// provider starts /proc/self/exe with it as argv[0].
+const initArgv0 = "sandbox-local-init"
+
+// MaybeRunInit runs the sandbox init and exits when the process was started
+// as one by this provider; otherwise it returns at once. The program's main
+// calls it first thing, and so does TestMain of every test binary that uses
+// the provider.
+func MaybeRunInit() {
+	if len(os.Args) != 1 || os.Args[0] != initArgv0 {
+		return
+	}
+	// Everything the init does happens on this thread: the command is
+	// forked from it and inherits its (emptied) bounding set.
+	runtime.LockOSThread()
+	os.Exit(runInit())
+}
+
+// runInit is the init's whole life; it returns the exit code.
+func runInit() int {
+	ctl := os.NewFile(ctlFD, "control")
+	status := os.NewFile(statusFD, "status")
+	if ctl == nil || status == nil {
+		fmt.Fprintln(os.Stderr, "sandbox init: started without its control pipes")
+		return 125
+	}
+	// Neither pipe may reach the command.
+	unix.CloseOnExec(ctlFD)
+	unix.CloseOnExec(statusFD)
+	rep := &reporter{w: status}
+
+	ctlr := bufio.NewReader(ctl)
+	line, err := ctlr.ReadBytes('\n')
+	if err != nil {
+		rep.setupFail(fmt.Errorf("read configuration: %w", err))
+		return 125
+	}
+	var cfg initConfig
+	if err := json.Unmarshal(line, &cfg); err != nil {
+		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
+		return 125
+	}
+	if err := buildRoot(&cfg); err != nil {
+		rep.setupFail(err)
+		return 125
+	}
+	if err := setupNetwork(&cfg); err != nil {
+		rep.setupFail(err)
+		return 125
+	}
+	abi, err := harden(&cfg)
+	if err != nil {
+		rep.setupFail(err)
+		return 125
+	}
+	rep.landlock = abi
+	switch cfg.Mode {
+	case modeExec:
+		return runCommand(&cfg, rep)
+	case modeFile:
+		return serveFile(&cfg, rep, ctlr)
+	}
+	rep.setupFail(fmt.Errorf("unknown init mode %q", cfg.Mode))
+	return 125
+}
+
+// reporter writes status lines to the host.
+type reporter struct {
+	w        io.Writer
+	landlock int
+}
+
+func (r *reporter) send(m statusMsg) {
+	m.Landlock = r.landlock
+	b, _ := json.Marshal(m)
+	_, _ = r.w.Write(append(b, '\n'))
+}
+
+// setupFail reports a failure to build the sandbox.
+func (r *reporter) setupFail(err error) {
+	m := statusMsg{Err: err.Error(), Setup: true}
+	var se *setupError
+	if errors.As(err, &se) && se.unavailable {
+		m.Kind = kindUnavailable
+	}
+	r.send(m)
+}
+
+// fail reports a failed operation, classified by its errno.
+func (r *reporter) fail(err error) {
+	kind, errno := kindOfErrno(err)
+	r.send(statusMsg{Err: describeErr(err), Kind: kind, Errno: errno})
+}
+
+// describeErr drops the operation prefix of a *PathError: the host names
+// the operation and the sandbox path itself.
+func describeErr(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		if pe.Path == "" {
+			return pe.Err.Error()
+		}
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Old + " -> " + le.New + ": " + le.Err.Error()
+	}
+	return err.Error()
+}
+
+// defaultPath is PATH when neither the sandbox nor the request sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// runCommand starts the command in a new session, reaps every process
+// until the command itself exits, reports its status and returns it. The
+// init's exit then tears down the PID namespace with everything left in it.
+func runCommand(cfg *initConfig, rep *reporter) int {
+	if len(cfg.Argv) == 0 {
+		rep.setupFail(errors.New("empty command"))
+		return 125
+	}
+	cwd := cfg.Cwd
+	if cwd == "" {
+		cwd = "/workspace"
+	}
+	if fi, err := os.Stat(cwd); err != nil {
+		rep.fail(fmt.Errorf("working directory %s: %w", cwd, unwrapPath(err)))
+		return 125
+	} else if !fi.IsDir() {
+		rep.send(statusMsg{Err: "working directory " + cwd + ": not a directory", Kind: kindInvalid, Errno: int(unix.ENOTDIR)})
+		return 125
+	}
+	path, code := lookPath(cfg.Argv[0], envValue(cfg.Env, "PATH"), cwd)
+	if code != 0 {
+		return exitWith(rep, code, cfg.Argv[0], code)
+	}
+	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
+		Dir:   cwd,
+		Env:   cfg.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		code := 126
+		if errors.Is(err, syscall.ENOENT) {
+			code = 127
+		}
+		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", cfg.Argv[0], err)
+		return exitWith(rep, code, "", 0)
+	}
+	status := reap(pid)
+	return exitWith(rep, status, "", 0)
+}
+
+// exitWith reports the command's exit status, printing the shell-style
+// message for 126 and 127 when name is set.
+func exitWith(rep *reporter, status int, name string, code int) int {
+	switch {
+	case name != "" && code == 127:
+		fmt.Fprintf(os.Stderr, "sandbox: %s: command not found\n", name)
+	case name != "" && code == 126:
+		fmt.Fprintf(os.Stderr, "sandbox: %s: permission denied\n", name)
+	}
+	rep.send(statusMsg{Exit: &status})
+	return status
+}
+
+// reap waits for every child until pid exits and returns its status as a
+// shell reports it (128+signal for a killed command).
+func reap(pid int) int {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 125
+		}
+		if got != pid {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		}
+	}
+}
+
+// lookPath finds file the way a shell does: a name with a slash is used as
+// given (relative to cwd); otherwise the first executable in pathList wins.
+// The code is 127 when nothing was found and 126 when only non-executable
+// candidates were.
+func lookPath(file, pathList, cwd string) (string, int) {
+	if file == "" {
+		return "", 127
+	}
+	if strings.Contains(file, "/") {
+		return file, 0
+	}
+	if pathList == "" {
+		pathList = defaultPath
+	}
+	code := 127
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if unix.Access(p, unix.X_OK) == nil {
+			return p, 0
+		}
+		code = 126
+	}
+	return "", code
+}
+
+// envValue returns the value of key in a KEY=VALUE list.
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// unwrapPath strips the *PathError around err.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

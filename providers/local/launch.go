@@ -1,0 +1,355 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// usernsHint says how to enable unprivileged user namespaces.
+const usernsHint = "the local provider needs unprivileged user namespaces: " +
+	"check that `sysctl user.max_user_namespaces` is above 0 (set it with `sudo sysctl -w user.max_user_namespaces=15000`); " +
+	"on Debian kernels run `sudo sysctl -w kernel.unprivileged_userns_clone=1`; " +
+	"on Ubuntu 23.10 and later run `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` " +
+	"or install an AppArmor profile with a `userns,` rule for this binary; " +
+	"inside a container, allow clone(CLONE_NEWUSER) in its seccomp profile"
+
+// abortGrace is how long a file operation may take to clean up after its
+// input was aborted before the init is killed.
+const abortGrace = 3 * time.Second
+
+// idMap is the 1:1 mapping of one id into the sandbox's user namespace: the
+// invoking user stays itself (root stays 0).
+func idMap(id int) []syscall.SysProcIDMap {
+	return []syscall.SysProcIDMap{{ContainerID: id, HostID: id, Size: 1}}
+}
+
+// cloneFlags are the namespaces of a sandbox; shared keeps the host network.
+func cloneFlags(sharedNet bool) uintptr {
+	f := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if !sharedNet {
+		f |= unix.CLONE_NEWNET
+	}
+	return f
+}
+
+// initStdio are the init's standard streams. Nil readers and writers mean
+// /dev/null.
+type initStdio struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// proc is one running init.
+type proc struct {
+	id      string
+	cmd     *exec.Cmd
+	ctl     *os.File      // host end of the control pipe; closed once
+	ctlOnce sync.Once     // closes ctl
+	status  *json.Decoder // init's status lines
+	statusR *os.File
+	exited  chan struct{} // closed when the init has been waited for
+	waitErr error         // valid after exited
+	slot    *os.File      // work directory lock
+	stdinW  *os.File      // host end of a stdin pipe the provider feeds
+	diag    *tailBuffer   // init's stderr when the caller gave none
+}
+
+// launch starts an init for the sandbox in dir with cfg, which it completes
+// with the sandbox's mounts. The init is started from a goroutine locked to
+// its OS thread, which stays alive until the init exits: Pdeathsig fires
+// when the starting thread ends, not when the process does.
+func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio) (*proc, error) {
+	slotN, slot, err := acquireSlot(dir, p.layers)
+	if err != nil {
+		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+	}
+	cfg.Root = filepath.Join(dir, rootDirName)
+	cfg.Workspace = filepath.Join(dir, workspaceDir)
+	cfg.HomeSrc = filepath.Join(dir, homeDirName)
+	cfg.Home = p.home
+	cfg.SharedNet = sharedNet
+	cfg.Links = p.links
+	cfg.Layers = make([]mountLayer, len(p.layers))
+	work := slotDir(dir, slotN)
+	for i, l := range p.layers {
+		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
+	}
+	line, err := json.Marshal(cfg)
+	if err != nil {
+		slot.Close()
+		return nil, fmt.Errorf("local: encode init configuration: %w", err)
+	}
+
+	pr := &proc{id: id, slot: slot, exited: make(chan struct{})}
+	var childEnds []*os.File
+	fail := func(err error) (*proc, error) {
+		for _, f := range childEnds {
+			f.Close()
+		}
+		pr.closeHost()
+		return nil, err
+	}
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	pr.ctl = ctlW
+	childEnds = append(childEnds, ctlR)
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	pr.statusR = statR
+	childEnds = append(childEnds, statW)
+
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{initArgv0},
+		Env:        []string{}, // nothing of the host's environment
+		Stdout:     stdio.stdout,
+		Stderr:     stdio.stderr,
+		ExtraFiles: []*os.File{ctlR, statW},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 cloneFlags(sharedNet),
+			UidMappings:                idMap(p.uid),
+			GidMappings:                idMap(p.gid),
+			GidMappingsEnableSetgroups: false,
+			Pdeathsig:                  syscall.SIGKILL,
+		},
+	}
+	if p.uid != 0 {
+		// exec drops the capabilities of a non-root uid; the init needs
+		// these two to mount and configure loopback.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN}
+	}
+	if cmd.Stderr == nil {
+		pr.diag = &tailBuffer{max: 4096}
+		cmd.Stderr = pr.diag
+	}
+	switch in := stdio.stdin.(type) {
+	case nil:
+	case *os.File:
+		cmd.Stdin = in
+	default:
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		cmd.Stdin = r
+		childEnds = append(childEnds, r)
+		pr.stdinW = w
+	}
+	pr.cmd = cmd
+
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		pr.waitErr = cmd.Wait()
+		close(pr.exited)
+	}()
+	if err := <-started; err != nil {
+		return fail(startError(id, err))
+	}
+	for _, f := range childEnds {
+		f.Close()
+	}
+	pr.status = json.NewDecoder(statR)
+	if _, err := ctlW.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
+		pr.kill()
+		pr.finish()
+		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
+	}
+	return pr, nil
+}
+
+// startError classifies a failure to start the init: the kernel refusing
+// the namespaces is the common case and gets the fix-it hint.
+func startError(id string, err error) error {
+	for _, e := range []error{unix.EPERM, unix.EACCES, unix.ENOSPC, unix.EUSERS, unix.EINVAL} {
+		if errors.Is(err, e) {
+			return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
+				Msg: "cannot create the sandbox's namespaces (" + err.Error() + "): " + usernsHint, Err: err}
+		}
+	}
+	return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "start the sandbox init: " + err.Error(), Err: err}
+}
+
+// closeCtl ends the control stream: with commit, the input was complete.
+func (pr *proc) closeCtl(commit bool) {
+	pr.ctlOnce.Do(func() {
+		if pr.ctl == nil {
+			return
+		}
+		if commit {
+			_, _ = pr.ctl.Write([]byte{commitByte})
+		}
+		pr.ctl.Close()
+	})
+}
+
+// closeHost closes the host's ends of the pipes and the slot lock.
+func (pr *proc) closeHost() {
+	pr.closeCtl(false)
+	if pr.statusR != nil {
+		pr.statusR.Close()
+	}
+	if pr.stdinW != nil {
+		pr.stdinW.Close()
+	}
+	if pr.slot != nil {
+		pr.slot.Close()
+	}
+}
+
+// kill ends the init with SIGKILL, and with it the whole PID namespace.
+func (pr *proc) kill() {
+	if pr.cmd != nil && pr.cmd.Process != nil {
+		_ = pr.cmd.Process.Kill()
+	}
+}
+
+// watch kills the init when ctx ends. abort, when set, is tried first: it
+// asks a file operation to clean up, and the kill follows abortGrace later.
+// The returned function stops watching.
+func (pr *proc) watch(ctx context.Context, abort func()) (stop func()) {
+	if ctx.Done() == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		case <-pr.exited:
+			return
+		}
+		if abort != nil {
+			abort()
+			t := time.NewTimer(abortGrace)
+			defer t.Stop()
+			select {
+			case <-pr.exited:
+				return
+			case <-t.C:
+			}
+		}
+		pr.kill()
+	}()
+	return func() { close(done) }
+}
+
+// next reads one status line; ok is false at the end of the stream.
+func (pr *proc) next() (statusMsg, bool) {
+	var m statusMsg
+	if err := pr.status.Decode(&m); err != nil {
+		return statusMsg{}, false
+	}
+	return m, true
+}
+
+// finish reads the remaining status lines, waits for the init and releases
+// everything; it returns the last status line (zero if none came).
+func (pr *proc) finish() (statusMsg, bool) {
+	var last statusMsg
+	got := false
+	for {
+		m, ok := pr.next()
+		if !ok {
+			break
+		}
+		last, got = m, true
+	}
+	<-pr.exited
+	pr.closeHost()
+	return last, got
+}
+
+// initDied describes an init that ended without reporting an outcome.
+func (pr *proc) initDied() error {
+	msg := "sandbox init ended without reporting"
+	if pr.waitErr != nil {
+		msg += ": " + pr.waitErr.Error()
+	}
+	if pr.diag != nil && pr.diag.Len() > 0 {
+		msg += ": " + pr.diag.String()
+	}
+	return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + pr.id, Msg: msg}
+}
+
+// setupErr converts a setup failure reported by the init.
+func setupErr(id string, m statusMsg) error {
+	msg := "build the sandbox: " + m.Err
+	if m.Kind == kindUnavailable {
+		msg += ": " + usernsHint
+	}
+	e := &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: msg}
+	if m.Errno != 0 {
+		e.Err = syscall.Errno(m.Errno)
+	}
+	return e
+}
+
+// ctxErr is the error of an operation stopped by ctx (or by its own
+// timeout, which is a deadline on ctx): a deadline matches ErrTimeout and
+// context.DeadlineExceeded, a cancellation context.Canceled.
+func ctxErr(op string, ctx context.Context, timeout time.Duration) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg := "timed out"
+		if timeout > 0 {
+			msg = "timed out after " + timeout.String()
+		}
+		return &providers.Error{Kind: providers.ErrTimeout, Provider: Name, Op: op, Msg: msg + ": the whole process tree was killed", Err: err}
+	}
+	return fmt.Errorf("local: %s: %w", op, err)
+}
+
+// tailBuffer keeps the first max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf)
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

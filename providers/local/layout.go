@@ -1,0 +1,104 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// hostname is the sandbox's host name and the content of its /etc/hostname.
+const hostname = "sandbox"
+
+// systemDirs are the host directories that form the sandbox's base, in
+// mount order. Missing ones are skipped; symlinks (merged /usr) are
+// reproduced as symlinks. Nothing else of the host is visible: no /home,
+// /root, /run, /sys, /mnt, /media, /srv or /boot.
+var systemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "var"}
+
+// layer is one host directory overlaid in the sandbox: Lower is the host
+// path, Name the directory under / and under the sandbox's upper and work
+// directories.
+type layer struct {
+	Name  string `json:"name"`
+	Lower string `json:"lower"`
+}
+
+// link is one top-level symlink of the new root, e.g. bin -> usr/bin.
+type link struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+}
+
+// hostLayout inspects the host's system directories under root.
+func hostLayout(root string) ([]layer, []link) {
+	var layers []layer
+	var links []link
+	for _, name := range systemDirs {
+		p := filepath.Join(root, name)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(p); err == nil {
+				links = append(links, link{Name: name, Target: target})
+			}
+		case fi.IsDir():
+			layers = append(layers, layer{Name: name, Lower: p})
+		}
+	}
+	return layers, links
+}
+
+// maxSlots bounds the number of commands that may run in one sandbox at the
+// same time. Each running command holds one slot: its own set of overlay
+// work directories (overlayfs empties its work directory when it mounts, so
+// two live mounts must never share one).
+const maxSlots = 64
+
+// slotDir is the directory of the work directories of slot n.
+func slotDir(sandboxDir string, n int) string {
+	return filepath.Join(sandboxDir, workDir, strconv.Itoa(n))
+}
+
+// ensureSlot creates the work directories of slot n when missing.
+func ensureSlot(sandboxDir string, layers []layer, n int) error {
+	base := slotDir(sandboxDir, n)
+	if _, err := os.Stat(base); err == nil {
+		return nil
+	}
+	for _, l := range layers {
+		if err := os.MkdirAll(filepath.Join(base, l.Name), 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acquireSlot locks the first free slot and returns its number and the
+// lock, released by closing the file.
+func acquireSlot(sandboxDir string, layers []layer) (int, *os.File, error) {
+	for n := range maxSlots {
+		f, err := os.OpenFile(slotDir(sandboxDir, n)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return 0, nil, fmt.Errorf("lock work directory: %w", err)
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			if err := ensureSlot(sandboxDir, layers, n); err != nil {
+				f.Close()
+				return 0, nil, fmt.Errorf("create work directory: %w", err)
+			}
+			return n, f, nil
+		}
+		f.Close()
+		if err != unix.EWOULDBLOCK {
+			return 0, nil, fmt.Errorf("lock work directory: %w", err)
+		}
+	}
+	return 0, nil, fmt.Errorf("more than %d commands running in one sandbox", maxSlots)
+}

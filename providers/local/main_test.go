@@ -1,0 +1,11 @@
+package local
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	MaybeRunInit()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,182 @@
+package local
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// The host and the init talk over three channels besides stdio:
+//
+//   - fd 3, control (host → init): one JSON line holding initConfig; for
+//     operations that stream data in (write, upload), a single commit byte
+//     follows once the host has delivered every byte on stdin. EOF without
+//     it means "abort": the init discards what it received.
+//   - fd 4, status (init → host): JSON lines of statusMsg.
+//   - stdin/stdout/stderr: the command's streams, or the data of a file
+//     operation.
+const (
+	ctlFD    = 3
+	statusFD = 4
+	// commitByte confirms that the input stream is complete.
+	commitByte = 'C'
+)
+
+// Init modes.
+const (
+	modeExec = "exec"
+	modeFile = "file"
+)
+
+// initConfig is everything the init needs; it travels over the control pipe
+// and never through argv or the environment.
+type initConfig struct {
+	Mode string `json:"mode"`
+	// Root is the host directory the new root's tmpfs is mounted on.
+	Root string `json:"root"`
+	// Layers are overlaid at /<Name>: Lower from the host, Upper and
+	// Work in the sandbox's state directory.
+	Layers []mountLayer `json:"layers"`
+	Links  []link       `json:"links,omitempty"`
+	// Workspace and HomeSrc are host directories bound at /workspace
+	// and at Home.
+	Workspace string `json:"workspace"`
+	HomeSrc   string `json:"home_src"`
+	Home      string `json:"home"`
+	// SharedNet keeps the host's network namespace.
+	SharedNet bool `json:"shared_net,omitempty"`
+	// Masks are extra files hidden in the sandbox on top of the built-in
+	// list (see maskedFiles).
+	Masks []string `json:"masks,omitempty"`
+
+	// Exec mode.
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
+
+	// File mode.
+	File *fileRequest `json:"file,omitempty"`
+}
+
+// mountLayer is one overlay mount of the new root.
+type mountLayer struct {
+	Name  string `json:"name"`
+	Lower string `json:"lower"`
+	Upper string `json:"upper"`
+	Work  string `json:"work"`
+}
+
+// File operations of the init's file mode.
+const (
+	opRead     = "read"
+	opWrite    = "write"
+	opStat     = "stat"
+	opList     = "list"
+	opMkdir    = "mkdir"
+	opRemove   = "remove"
+	opRename   = "rename"
+	opUpload   = "upload"
+	opDownload = "download"
+	opGrep     = "grep"
+)
+
+// fileRequest is one file operation, with paths inside the sandbox.
+type fileRequest struct {
+	Op        string                 `json:"op"`
+	Path      string                 `json:"path"`
+	To        string                 `json:"to,omitempty"`
+	Mode      fs.FileMode            `json:"mode,omitempty"`
+	Depth     int                    `json:"depth,omitempty"`
+	Recursive bool                   `json:"recursive,omitempty"`
+	Grep      *providers.GrepRequest `json:"grep,omitempty"`
+}
+
+// statusMsg is one line on the status pipe.
+type statusMsg struct {
+	// Exit is the command's status (exec mode): the command ran.
+	Exit *int `json:"exit,omitempty"`
+	// Open says that a streaming file operation started and its data
+	// follows on stdout.
+	Open bool `json:"open,omitempty"`
+	// Done ends a file operation successfully.
+	Done bool `json:"done,omitempty"`
+	// Err describes a failure; Setup marks one of building the sandbox
+	// rather than of the operation, Kind and Errno classify it.
+	Err   string `json:"err,omitempty"`
+	Setup bool   `json:"setup,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	Errno int    `json:"errno,omitempty"`
+	// Landlock is the Landlock ABI version enforced (0: none).
+	Landlock int `json:"landlock,omitempty"`
+
+	Info    *providers.FileInfo   `json:"info,omitempty"`
+	Infos   []providers.FileInfo  `json:"infos,omitempty"`
+	Matches []providers.GrepMatch `json:"matches,omitempty"`
+}
+
+// Error kinds on the wire.
+const (
+	kindNotFound    = "notfound"
+	kindExists      = "exists"
+	kindInvalid     = "invalid"
+	kindQuota       = "quota"
+	kindUnavailable = "unavailable"
+)
+
+// kindOfErrno classifies a system error for the host.
+func kindOfErrno(err error) (string, int) {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return kindNotFound, 0
+		case errors.Is(err, fs.ErrExist):
+			return kindExists, 0
+		case errors.Is(err, fs.ErrInvalid):
+			return kindInvalid, 0
+		}
+		return "", 0
+	}
+	switch errno {
+	case syscall.ENOENT:
+		return kindNotFound, int(errno)
+	case syscall.EEXIST:
+		return kindExists, int(errno)
+	case syscall.EINVAL, syscall.EISDIR, syscall.ENOTDIR, syscall.ENOTEMPTY, syscall.ELOOP,
+		syscall.ENAMETOOLONG, syscall.EXDEV, syscall.EBUSY:
+		return kindInvalid, int(errno)
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return kindQuota, int(errno)
+	}
+	return "", int(errno)
+}
+
+// sentinel maps a wire kind to the shared error.
+func sentinel(kind string) error {
+	switch kind {
+	case kindNotFound:
+		return providers.ErrNotFound
+	case kindExists:
+		return providers.ErrExists
+	case kindInvalid:
+		return providers.ErrInvalid
+	case kindQuota:
+		return providers.ErrQuota
+	case kindUnavailable:
+		return providers.ErrUnavailable
+	}
+	return nil
+}
+
+// errorOf turns a failure reported by the init into a provider error named
+// after op.
+func errorOf(op string, m statusMsg) error {
+	e := &providers.Error{Kind: sentinel(m.Kind), Provider: Name, Op: op, Msg: m.Err}
+	if m.Errno != 0 {
+		e.Err = syscall.Errno(m.Errno)
+	}
+	return e
+}
+

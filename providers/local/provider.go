@@ -1,0 +1,348 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// Name is the registry name of the provider.
+const Name = "local"
+
+// capabilities is what the provider supports; TTL is left to the engine.
+var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true}
+
+// Registration describes the provider to the registry.
+func Registration() providers.Registration {
+	return providers.Registration{
+		Name:         Name,
+		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock; no daemon",
+		Capabilities: capabilities,
+		New: func(cfg providers.Config) (providers.Provider, error) {
+			return New(cfg)
+		},
+	}
+}
+
+// Compile-time checks of the interfaces the provider implements.
+var (
+	_ providers.Provider = (*Provider)(nil)
+	_ providers.Grepper  = (*Provider)(nil)
+)
+
+// Provider runs sandboxes as directories under its state directory. It holds
+// no live processes between calls and is safe for concurrent use.
+type Provider struct {
+	// dir holds one directory per sandbox.
+	dir string
+	// uid and gid are the invoking user's ids, mapped 1:1 into the sandbox.
+	uid, gid int
+	// home is the home directory inside the sandbox.
+	home string
+	// layers are the host system directories overlaid read-only.
+	layers []layer
+	// links are host top-level symlinks reproduced in the new root
+	// (merged-/usr systems: /bin -> usr/bin, ...).
+	links []link
+}
+
+// New returns a provider storing its sandboxes under cfg.StateDir/local.
+func New(cfg providers.Config) (*Provider, error) {
+	if cfg.StateDir == "" {
+		return nil, fmt.Errorf("local: no state directory configured: %w", providers.ErrInvalid)
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.StateDir, Name))
+	if err != nil {
+		return nil, fmt.Errorf("local: state directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("local: create state directory: %w", err)
+	}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid()}
+	p.home = homeDir(p.uid)
+	p.layers, p.links = hostLayout("/")
+	return p, nil
+}
+
+// homeDir is HOME inside the sandbox: /root for uid 0, else /home/<name>.
+func homeDir(uid int) string {
+	if uid == 0 {
+		return "/root"
+	}
+	name := "user"
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && validUserName(u.Username) {
+		name = u.Username
+	}
+	return "/home/" + name
+}
+
+// validUserName accepts names that are safe as one path element.
+func validUserName(s string) bool {
+	if s == "" || len(s) > 64 || s == "." || s == ".." {
+		return false
+	}
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Name returns "local".
+func (p *Provider) Name() string { return Name }
+
+// Capabilities reports network, labels and stdin support.
+func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
+
+// meta is the metadata file of one sandbox.
+type meta struct {
+	ID        string            `json:"id"`
+	CreatedAt time.Time         `json:"created_at"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Network   providers.Network `json:"network"`
+}
+
+func (m meta) info() providers.Info {
+	labels := maps.Clone(m.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return providers.Info{
+		ID:        m.ID,
+		Provider:  Name,
+		State:     providers.StateRunning,
+		Labels:    labels,
+		CreatedAt: m.CreatedAt,
+		Network:   m.Network,
+	}
+}
+
+// Paths inside one sandbox directory.
+const (
+	metaFile     = "meta.json"
+	rootDirName  = "root"      // mount point of the new root, empty on the host
+	workspaceDir = "workspace" // bound at /workspace
+	homeDirName  = "home"      // bound at HOME
+	upperDir     = "upper"     // overlay upper layers, one per system directory
+	workDir      = "work"      // overlay work directories, one set per slot
+)
+
+// sandboxDir returns the directory of id after checking the id's form.
+func (p *Provider) sandboxDir(id string) (string, error) {
+	if !validID(id) {
+		return "", providers.Errorf(providers.ErrNotFound, Name, "sandbox "+strconv.Quote(id), "no such sandbox (local ids look like sb-xxxxxxxxxx)")
+	}
+	return filepath.Join(p.dir, id), nil
+}
+
+// load reads the metadata of id; a missing sandbox matches ErrNotFound.
+func (p *Provider) load(id string) (meta, string, error) {
+	dir, err := p.sandboxDir(id)
+	if err != nil {
+		return meta{}, "", err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return meta{}, "", providers.Errorf(providers.ErrNotFound, Name, "sandbox "+id, "no such sandbox")
+	}
+	if err != nil {
+		return meta{}, "", fmt.Errorf("local: sandbox %s: %w", id, err)
+	}
+	var m meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return meta{}, "", fmt.Errorf("local: sandbox %s: corrupt metadata: %w", id, err)
+	}
+	return m, dir, nil
+}
+
+// Create makes the sandbox's directories and writes its metadata last, so
+// that a sandbox exists exactly when its metadata does.
+func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return providers.Info{}, err
+	}
+	if spec.Image != "" {
+		return providers.Info{}, providers.Errorf(providers.ErrUnsupported, Name, "create", "images are not supported (got %q): the sandbox is built from the host's system directories", spec.Image)
+	}
+	switch spec.Network {
+	case providers.NetworkDefault, providers.NetworkOn, providers.NetworkOff:
+	default:
+		return providers.Info{}, providers.Errorf(providers.ErrInvalid, Name, "create", "unknown network mode %q (want on or off)", spec.Network)
+	}
+	var id, dir string
+	for range 5 {
+		id = newID(rand.Reader)
+		dir = filepath.Join(p.dir, id)
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return providers.Info{}, fmt.Errorf("local: create sandbox directory: %w", err)
+		}
+		dir = ""
+	}
+	if dir == "" {
+		return providers.Info{}, fmt.Errorf("local: could not pick an unused sandbox id")
+	}
+	m := meta{
+		ID:        id,
+		CreatedAt: time.Now().UTC().Truncate(time.Millisecond),
+		Labels:    maps.Clone(spec.Labels),
+		Env:       maps.Clone(spec.Env),
+		Network:   spec.Network,
+	}
+	if m.Network == providers.NetworkDefault {
+		m.Network = providers.NetworkOff
+	}
+	if err := p.populate(dir); err != nil {
+		_ = removeTree(dir)
+		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, metaFile), m); err != nil {
+		_ = removeTree(dir)
+		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
+	}
+	return m.info(), nil
+}
+
+// populate creates the directory skeleton of a new sandbox.
+func (p *Provider) populate(dir string) error {
+	dirs := []string{rootDirName, workspaceDir, homeDirName}
+	for _, l := range p.layers {
+		dirs = append(dirs, filepath.Join(upperDir, l.Name))
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, homeDirName), 0o700); err != nil {
+		return err
+	}
+	if err := ensureSlot(dir, p.layers, 0); err != nil {
+		return err
+	}
+	// The sandbox names itself: /etc/hostname in its own layer.
+	for _, l := range p.layers {
+		if l.Name == "etc" {
+			if err := os.WriteFile(filepath.Join(dir, upperDir, "etc", "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeJSONAtomic writes v as JSON through a temporary file and a rename.
+func writeJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(append(b, '\n'))
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// Get describes one sandbox.
+func (p *Provider) Get(ctx context.Context, id string) (providers.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return providers.Info{}, err
+	}
+	m, _, err := p.load(id)
+	if err != nil {
+		return providers.Info{}, err
+	}
+	return m.info(), nil
+}
+
+// List returns the sandboxes whose labels match filter, oldest first.
+func (p *Provider) List(ctx context.Context, filter providers.Filter) ([]providers.Info, error) {
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("local: list sandboxes: %w", err)
+	}
+	var out []providers.Info
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !e.IsDir() || !validID(e.Name()) {
+			continue
+		}
+		m, _, err := p.load(e.Name())
+		if err != nil {
+			// Half-created or half-deleted: not a sandbox.
+			continue
+		}
+		if filter.Matches(m.Labels) {
+			out = append(out, m.info())
+		}
+	}
+	slices.SortFunc(out, func(a, b providers.Info) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return compareStrings(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Delete removes the sandbox directory. The metadata goes first so that a
+// sandbox whose removal fails half-way no longer counts as one; the tree is
+// removed without following symlinks, so links to host directories planted
+// in the workspace only lose the link.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, dir, err := p.load(id)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, metaFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
+	}
+	if err := removeTree(dir); err != nil {
+		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// devNodes are the host device nodes bound into the sandbox's /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// maskedFiles are hidden in every sandbox: an empty, unreadable file is
+// bound over each one that exists. The isolation work adds the secret
+// masking of further paths through initConfig.Masks.
+var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
+
+// maskSource is the empty file bound over masked files; it is created on the
+// new root's tmpfs and unlinked once every mask is in place.
+const maskSource = "/.sandbox-mask"
+
+// setupError marks a failure to build the sandbox, as opposed to a failure
+// of the command or file operation run in it. Unavailable says that the
+// kernel refused namespaces or mounts outright.
+type setupError struct {
+	err         error
+	unavailable bool
+}
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// mountErr wraps a mount failure with what was being mounted.
+func mountErr(what string, err error) error {
+	return fmt.Errorf("mount %s: %w", what, err)
+}
+
+// buildRoot assembles the sandbox's filesystem and pivots into it. It runs
+// in the init, inside fresh user and mount namespaces, with the host's view
+// still in place.
+func buildRoot(cfg *initConfig) error {
+	// Nothing we mount may propagate back to the host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return &setupError{err: mountErr("make / private", err), unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
+	}
+	root := cfg.Root
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+		return &setupError{err: mountErr("root tmpfs", err), unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
+	}
+	for _, l := range cfg.Layers {
+		target := filepath.Join(root, l.Name)
+		if err := os.Mkdir(target, 0o755); err != nil {
+			return err
+		}
+		opts := "lowerdir=" + overlayEscape(l.Lower) + ",upperdir=" + overlayEscape(l.Upper) +
+			",workdir=" + overlayEscape(l.Work) + ",userxattr"
+		if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("overlay of the host's /%s (upper layer %s): %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", l.Name, l.Upper, err)
+		}
+	}
+	for _, l := range cfg.Links {
+		if err := os.Symlink(l.Target, filepath.Join(root, l.Name)); err != nil {
+			return err
+		}
+	}
+	binds := []struct{ src, dst string }{{cfg.Workspace, "/workspace"}, {cfg.HomeSrc, cfg.Home}}
+	for _, b := range binds {
+		target := filepath.Join(root, b.dst)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(b.src, target, "", unix.MS_BIND, ""); err != nil {
+			return mountErr(b.dst, err)
+		}
+	}
+	// Binds keep their source's flags: add nosuid and nodev everywhere
+	// before /dev exists.
+	if err := unix.MountSetattr(unix.AT_FDCWD, root, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+		return mountErr("nosuid,nodev", err)
+	}
+	tmpfses := []struct{ dst, opts string }{{"/tmp", "mode=1777"}, {"/run", "mode=0755"}}
+	for _, t := range tmpfses {
+		target := root + t.dst
+		if err := os.Mkdir(target, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, t.opts); err != nil {
+			return mountErr(t.dst, err)
+		}
+	}
+	// A fresh procfs for the new PID namespace, mounted before the pivot:
+	// the inherited /proc is locked and cannot be unmounted.
+	if err := os.Mkdir(root+"/proc", 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return &setupError{err: mountErr("/proc", err), unavailable: errors.Is(err, unix.EPERM)}
+	}
+	if err := buildDev(root + "/dev"); err != nil {
+		return err
+	}
+	if err := os.WriteFile(root+maskSource, nil, 0); err != nil {
+		return err
+	}
+	var resolv *os.File
+	if cfg.SharedNet {
+		// Opened on the host side of the pivot; bound inside after it.
+		resolv, _ = os.Open("/etc/resolv.conf")
+	}
+	if err := pivot(root); err != nil {
+		return err
+	}
+	if resolv != nil {
+		err := bindResolvConf(resolv)
+		resolv.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := applyMasks(append(maskedFiles, cfg.Masks...)); err != nil {
+		return err
+	}
+	// The root tmpfs only holds mount points: read-only from now on.
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return mountErr("read-only /", err)
+	}
+	return nil
+}
+
+// overlayEscape escapes the characters the overlay option parser treats
+// specially in a path.
+func overlayEscape(p string) string {
+	if !strings.ContainsAny(p, `\,:`) {
+		return p
+	}
+	var b strings.Builder
+	for _, c := range p {
+		if c == '\\' || c == ',' || c == ':' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// buildDev creates a minimal /dev: a few host device nodes, a private devpts,
+// a /dev/shm tmpfs and the usual symlinks.
+func buildDev(dev string) error {
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755"); err != nil {
+		return mountErr("/dev", err)
+	}
+	for _, n := range devNodes {
+		target := dev + "/" + n
+		if err := os.WriteFile(target, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+n, target, "", unix.MS_BIND, ""); err != nil {
+			return mountErr("/dev/"+n, err)
+		}
+	}
+	if err := os.Mkdir(dev+"/pts", 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return mountErr("/dev/pts", err)
+	}
+	if err := os.Mkdir(dev+"/shm", 0o1777); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return mountErr("/dev/shm", err)
+	}
+	links := [][2]string{
+		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"},
+		{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+	}
+	for _, l := range links {
+		if err := os.Symlink(l[0], dev+"/"+l[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pivot makes root the new / and detaches the host's root.
+func pivot(root string) error {
+	if err := unix.Chdir(root); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// applyMasks binds the empty mask file over every masked path that is a
+// regular file. It runs after the pivot, so a path the sandbox turned into a
+// symlink resolves inside the sandbox.
+func applyMasks(paths []string) error {
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := unix.Mount(maskSource, p, "", unix.MS_BIND, ""); err != nil {
+			return mountErr("mask over "+p, err)
+		}
+		_ = unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+	}
+	return os.Remove(maskSource)
+}
+
+// bindResolvConf makes the host's resolver configuration visible when the
+// sandbox shares the host's network. The sandbox's /etc/resolv.conf may be a
+// symlink into /run (a fresh tmpfs here): its target is created first.
+func bindResolvConf(host *os.File) error {
+	const p = "/etc/resolv.conf"
+	if _, err := os.Stat(p); err != nil {
+		target, lerr := filepath.EvalSymlinks(filepath.Dir(p))
+		if lerr != nil {
+			return nil
+		}
+		dst, lerr := os.Readlink(p)
+		if lerr != nil {
+			return nil
+		}
+		if !filepath.IsAbs(dst) {
+			dst = filepath.Join(target, dst)
+		}
+		if !strings.HasPrefix(dst, "/run/") {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return nil
+		}
+		if err := os.WriteFile(dst, nil, 0o644); err != nil {
+			return nil
+		}
+	}
+	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(int(host.Fd())), p, "", unix.MS_BIND, ""); err != nil {
+		return mountErr(p, err)
+	}
+	return nil
+}
