@@ -179,4 +179,3 @@ func errorOf(op string, m statusMsg) error {
 	}
 	return e
 }
-

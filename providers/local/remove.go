@@ -58,4 +58,3 @@ func unlockDirs(dir string) {
 		}
 	}
 }
-

@@ -1,0 +1,106 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// newTestProvider returns a provider whose state lives in a test directory.
+func newTestProvider(t testing.TB) *Provider {
+	t.Helper()
+	p, err := New(providers.Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return p
+}
+
+// newSandbox creates a sandbox deleted when t ends.
+func newSandbox(t testing.TB, p *Provider, spec providers.Spec) string {
+	t.Helper()
+	info, err := p.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Delete(context.Background(), info.ID); err != nil {
+			t.Errorf("Delete(%s): %v", info.ID, err)
+		}
+	})
+	return info.ID
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// result is what one command produced.
+type result struct {
+	stdout, stderr string
+	code           int
+	err            error
+}
+
+// run executes a shell command in id.
+func run(t testing.TB, p *Provider, id, shell string, mod ...func(*providers.ExecRequest)) result {
+	t.Helper()
+	var out, errb syncBuffer
+	req := providers.ExecRequest{Shell: shell, Stdout: &out, Stderr: &errb}
+	for _, m := range mod {
+		m(&req)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := p.Exec(ctx, id, req)
+	return result{stdout: out.String(), stderr: errb.String(), code: res.ExitCode, err: err}
+}
+
+// mustRun executes shell and fails unless it exits 0.
+func mustRun(t testing.TB, p *Provider, id, shell string, mod ...func(*providers.ExecRequest)) string {
+	t.Helper()
+	r := run(t, p, id, shell, mod...)
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("exec %q: exit %d, err %v, stderr %q", shell, r.code, r.err, r.stderr)
+	}
+	return r.stdout
+}
+
+// readAll reads a sandbox file through the provider.
+func readAll(t testing.TB, p *Provider, id, path string) ([]byte, error) {
+	t.Helper()
+	rc, err := p.ReadFile(context.Background(), id, path)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// writeString writes a sandbox file or fails.
+func writeString(t testing.TB, p *Provider, id, path, data string) {
+	t.Helper()
+	if err := p.WriteFile(context.Background(), id, path, strings.NewReader(data), 0o644); err != nil {
+		t.Fatalf("WriteFile(%s): %v", path, err)
+	}
+}
