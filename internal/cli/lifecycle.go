@@ -121,23 +121,54 @@ func newInfoCmd(app *App) *cobra.Command {
 }
 
 func newDeleteCmd(app *App) *cobra.Command {
-	var expired bool
+	var expired, all bool
+	var labels []string
 	cmd := &cobra.Command{
 		Use:     "delete [ID...]",
 		Aliases: []string{"kill", "rm"},
-		Short:   "Delete sandboxes by id, or those whose --ttl has passed",
+		Short:   "Delete sandboxes by id, by label, all this tool created, or those whose --ttl has passed",
 		Example: `  sandbox delete sb-1a2b3c
+  sandbox delete --label conv=42
   sandbox delete --expired`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if app.flags.sandboxID != "" {
 				args = append(args, app.flags.sandboxID)
 			}
-			if len(args) == 0 && !expired {
-				return &UsageError{Err: errors.New("delete needs sandbox ids or --expired")}
+			if len(args) == 0 && !expired && !all && len(labels) == 0 {
+				return &UsageError{Err: errors.New("delete needs sandbox ids, --label k=v, --all or --expired")}
 			}
 			deleted := []string{}
 			var errs []error
+			if len(labels) > 0 {
+				filter, err := parseLabels(labels)
+				if err != nil {
+					return err
+				}
+				infos, err := app.engine.List(ctx, app.flags.provider, providers.Filter{Labels: filter})
+				if err != nil {
+					return err
+				}
+				for _, in := range infos {
+					args = append(args, in.ID)
+				}
+			}
+			if all {
+				recs, err := app.engine.Store().All()
+				if err != nil {
+					return err
+				}
+				for _, r := range recs {
+					var gone *engine.NotFoundError
+					if err := app.engine.Delete(ctx, r.Provider, r.ID); errors.As(err, &gone) {
+						continue // already gone: forgotten by Delete
+					} else if err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					deleted = append(deleted, r.ID)
+				}
+			}
 			if expired {
 				ids, err := app.engine.DeleteExpired(ctx)
 				deleted = append(deleted, ids...)
@@ -165,6 +196,8 @@ func newDeleteCmd(app *App) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&expired, "expired", false, "delete every sandbox this tool created whose --ttl has passed")
+	cmd.Flags().BoolVar(&all, "all", false, "delete every sandbox this tool created and still remembers")
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "delete the provider's sandboxes carrying label `k=v` (repeatable)")
 	return cmd
 }
 

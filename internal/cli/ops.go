@@ -71,7 +71,7 @@ func newExecCmd(app *App) *cobra.Command {
 					return err
 				}
 				if app.flags.json {
-					app.events.write(map[string]any{"type": "result", "exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds()})
+					app.events.write(resultEvent{Type: "result", ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds()})
 				}
 				if res.ExitCode != 0 {
 					return &ExitStatus{Code: res.ExitCode}
@@ -89,10 +89,24 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
+// outputEvent is a chunk of a command's output in --json mode.
+type outputEvent struct {
+	Type   string `json:"type"` // "output"
+	Stream string `json:"stream"`
+	Data   string `json:"data"`
+}
+
+// resultEvent ends an exec in --json mode.
+type resultEvent struct {
+	Type       string `json:"type"` // "result"
+	ExitCode   int    `json:"exit_code"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
 // streamEvents turns output chunks into --json events.
 func streamEvents(ev *eventWriter, stream string) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		ev.write(map[string]any{"type": "output", "stream": stream, "data": string(p)})
+		ev.write(outputEvent{Type: "output", Stream: stream, Data: string(p)})
 		return len(p), nil
 	})
 }
