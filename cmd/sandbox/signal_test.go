@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary compiles the program once for the tests that send it signals.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sandbox")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type runner struct {
+	t     *testing.T
+	bin   string
+	state string
+	dir   string
+}
+
+func newRunner(t *testing.T, bin string) *runner {
+	dir := t.TempDir()
+	return &runner{t: t, bin: bin, state: filepath.Join(dir, "state"), dir: dir}
+}
+
+func (c *runner) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir = c.dir
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + c.dir,
+		"XDG_STATE_HOME=" + c.state,
+		"XDG_CONFIG_HOME=" + filepath.Join(c.dir, "config"),
+	}
+	return cmd
+}
+
+// sandboxes returns the ids `sandbox list --json` reports.
+func (c *runner) sandboxes() []string {
+	c.t.Helper()
+	out, err := c.command("list", "--json").Output()
+	if err != nil {
+		c.t.Fatalf("list: %v", err)
+	}
+	var infos []struct{ ID string }
+	if err := json.Unmarshal(out, &infos); err != nil {
+		c.t.Fatalf("list --json: %v\n%s", err, out)
+	}
+	var ids []string
+	for _, in := range infos {
+		ids = append(ids, in.ID)
+	}
+	return ids
+}
+
+// assertNoLeak checks both the provider's view and the state directory.
+func (c *runner) assertNoLeak() {
+	c.t.Helper()
+	if ids := c.sandboxes(); len(ids) > 0 {
+		c.t.Errorf("sandbox list still shows %v", ids)
+	}
+	data, err := os.ReadFile(filepath.Join(c.state, "sandbox", "sandboxes.json"))
+	if err == nil && strings.TrimSpace(string(data)) != "[]" {
+		c.t.Errorf("registry still holds sandboxes: %s", data)
+	}
+	entries, _ := os.ReadDir(filepath.Join(c.state, "sandbox", "local"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "sb-") {
+			c.t.Errorf("state directory still holds %s", e.Name())
+		}
+	}
+}
+
+// waitFor polls until cond holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func exitCodeOf(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
+
+// TestInterruptLeavesNothing sends SIGINT or SIGTERM while a sandbox this run
+// created is busy (exec, upload, setup) and checks the exit status and that
+// no sandbox survives in `sandbox list` or the state directory.
+func TestInterruptLeavesNothing(t *testing.T) {
+	bin := buildBinary(t)
+	tests := []struct {
+		name   string
+		sig    syscall.Signal
+		prep   func(c *runner) []string
+		marker string // a file in the sandbox's workspace that shows it is busy
+	}{
+		{
+			name: "exec SIGINT", sig: syscall.SIGINT,
+			prep: func(c *runner) []string {
+				return []string{"exec", "--", "sh", "-c", "touch /workspace/busy; sleep 60"}
+			},
+			marker: "busy",
+		},
+		{
+			name: "exec SIGTERM", sig: syscall.SIGTERM,
+			prep: func(c *runner) []string {
+				return []string{"exec", "--", "sh", "-c", "touch /workspace/busy; sleep 60"}
+			},
+			marker: "busy",
+		},
+		{
+			name: "setup SIGINT", sig: syscall.SIGINT,
+			prep: func(c *runner) []string {
+				p := filepath.Join(c.dir, "setup.sh")
+				os.WriteFile(p, []byte("touch /workspace/busy\nsleep 60\n"), 0o644)
+				return []string{"--sandbox-setup", p, "exec", "--", "true"}
+			},
+			marker: "busy",
+		},
+		{
+			name: "upload SIGINT", sig: syscall.SIGINT,
+			prep: func(c *runner) []string {
+				// A large sparse file keeps the upload streaming for a while.
+				src := filepath.Join(c.dir, "src")
+				os.MkdirAll(src, 0o755)
+				os.WriteFile(filepath.Join(src, "a.txt"), []byte("a"), 0o644)
+				big, _ := os.Create(filepath.Join(src, "big.bin"))
+				big.Truncate(8 << 30)
+				big.Close()
+				return []string{"upload", src, "/workspace/src"}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newRunner(t, bin)
+			cmd := c.command(tt.prep(c)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until the sandbox exists (and is busy, where we can tell).
+			waitFor(t, "the sandbox to be created", func() bool {
+				entries, _ := os.ReadDir(filepath.Join(c.state, "sandbox", "local"))
+				for _, e := range entries {
+					if !strings.HasPrefix(e.Name(), "sb-") {
+						continue
+					}
+					if tt.marker == "" {
+						return true
+					}
+					if _, err := os.Stat(filepath.Join(c.state, "sandbox", "local", e.Name(), "workspace", tt.marker)); err == nil {
+						return true
+					}
+				}
+				return false
+			})
+			if err := cmd.Process.Signal(tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if code := exitCodeOf(err); code != 130 {
+					t.Errorf("exit status %d, want 130; stderr:\n%s", code, stderr.String())
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("the CLI did not exit after %v; stderr:\n%s", tt.sig, stderr.String())
+			}
+			c.assertNoLeak()
+		})
+	}
+}
+
+// TestFailuresLeaveNothing covers a failed setup and a provider error.
+func TestFailuresLeaveNothing(t *testing.T) {
+	bin := buildBinary(t)
+	tests := []struct {
+		name string
+		args func(c *runner) []string
+		code int
+	}{
+		{"failed setup", func(c *runner) []string {
+			p := filepath.Join(c.dir, "fail.sh")
+			os.WriteFile(p, []byte("echo nope; exit 9\n"), 0o644)
+			return []string{"--sandbox-setup", p, "exec", "--", "true"}
+		}, 125},
+		{"provider error", func(c *runner) []string {
+			return []string{"exec", "--cwd", "/no/such/dir", "--", "true"}
+		}, 1},
+		{"denied operation", func(c *runner) []string {
+			return []string{"--deny", "exec", "exec", "--", "true"}
+		}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newRunner(t, bin)
+			out, err := c.command(tt.args(c)...).CombinedOutput()
+			if code := exitCodeOf(err); code != tt.code {
+				t.Errorf("exit status %d, want %d; output:\n%s", code, tt.code, out)
+			}
+			c.assertNoLeak()
+		})
+	}
+}
