@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/fake"
+	"github.com/agentbox/sandbox/setup"
+)
+
+type fixture struct {
+	fake   *fake.Provider
+	engine *Engine
+	events []Event
+	now    time.Time
+}
+
+func newFixture(t *testing.T, caps func(*providers.Capabilities)) *fixture {
+	t.Helper()
+	fx := &fixture{fake: fake.New(), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	reg := fake.Registration()
+	if caps != nil {
+		caps(&reg.Capabilities)
+	}
+	reg.New = func(providers.Config) (providers.Provider, error) { return fx.fake, nil }
+	fx.engine = New(Options{
+		Registry:        providers.NewRegistry(reg),
+		StateDir:        t.TempDir(),
+		DefaultProvider: "fake",
+		Events:          func(ev Event) { fx.events = append(fx.events, ev) },
+		Now:             func() time.Time { return fx.now },
+	})
+	return fx
+}
+
+func (fx *fixture) sandboxes(t *testing.T) []string {
+	t.Helper()
+	infos, err := fx.fake.List(context.Background(), providers.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, in := range infos {
+		ids = append(ids, in.ID)
+	}
+	return ids
+}
+
+func (fx *fixture) actions() []string {
+	var out []string
+	for _, ev := range fx.events {
+		if ev.Type == "lifecycle" || ev.Type == "setup" {
+			out = append(out, ev.Type+":"+ev.Action)
+		}
+	}
+	return out
+}
+
+func TestOpenCreateAndClose(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		keep        bool
+		wantLeft    int
+		wantActions []string
+	}{
+		{"deleted on close", false, 0, []string{"lifecycle:created", "lifecycle:deleted"}},
+		{"kept with --keep", true, 1, []string{"lifecycle:created", "lifecycle:kept"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t, nil)
+			ctx := context.Background()
+			s, err := fx.engine.Open(ctx, OpenOptions{Keep: tt.keep, Spec: providers.Spec{Labels: map[string]string{"a": "b"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Created() || s.Info().Labels["a"] != "b" || s.Info().Labels[RunLabel] == "" {
+				t.Fatalf("info = %+v", s.Info())
+			}
+			if rec, ok, _ := fx.engine.Store().Get(s.ID()); !ok || rec.Provider != "fake" {
+				t.Fatalf("not recorded: %+v %v", rec, ok)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(fx.sandboxes(t)); got != tt.wantLeft {
+				t.Fatalf("%d sandboxes left, want %d", got, tt.wantLeft)
+			}
+			_, recorded, _ := fx.engine.Store().Get(s.ID())
+			if recorded != tt.keep {
+				t.Fatalf("recorded = %v after close, want %v", recorded, tt.keep)
+			}
+			if !slices.Equal(fx.actions(), tt.wantActions) {
+				t.Fatalf("events = %v, want %v", fx.actions(), tt.wantActions)
+			}
+			if tt.keep && !strings.Contains(s.ReattachCommand(), "--sandbox fake --sandbox-id "+s.ID()) {
+				t.Fatalf("reattach = %q", s.ReattachCommand())
+			}
+		})
+	}
+}
+
+func TestOpenReuse(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	ctx := context.Background()
+	first, err := fx.engine.Open(ctx, OpenOptions{Keep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close(ctx)
+	// The provider is found from the registry, and a reused sandbox is kept.
+	fx.engine.opts.DefaultProvider = "nonexistent"
+	s, err := fx.engine.Open(ctx, OpenOptions{ID: first.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Created() || s.ID() != first.ID() {
+		t.Fatalf("reuse: created=%v id=%s", s.Created(), s.ID())
+	}
+	s.Close(ctx)
+	if ids := fx.sandboxes(t); len(ids) != 1 {
+		t.Fatalf("reused sandbox deleted: %v", ids)
+	}
+	_, err = fx.engine.Open(ctx, OpenOptions{Provider: "fake", ID: "sb-missing"})
+	var nf *NotFoundError
+	if !errors.As(err, &nf) || !errors.Is(err, providers.ErrNotFound) || !strings.Contains(err.Error(), "sandbox sb-missing not found") {
+		t.Fatalf("missing id: %v", err)
+	}
+}
+
+func TestOpenLabelFindOrCreate(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	ctx := context.Background()
+	label := map[string]string{"conv": "7"}
+	a, err := fx.engine.Open(ctx, OpenOptions{Label: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close(ctx)
+	b, err := fx.engine.Open(ctx, OpenOptions{Label: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close(ctx)
+	if a.ID() != b.ID() || !a.Created() || b.Created() {
+		t.Fatalf("a=%s (created %v) b=%s (created %v)", a.ID(), a.Created(), b.ID(), b.Created())
+	}
+	if ids := fx.sandboxes(t); len(ids) != 1 {
+		t.Fatalf("sandboxes = %v", ids)
+	}
+}
+
+func TestOpenFailuresLeaveNothing(t *testing.T) {
+	t.Parallel()
+	script := filepath.Join(t.TempDir(), "setup.sh")
+	os.WriteFile(script, []byte("exit 3\n"), 0o644)
+	sc, err := setup.Load(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		prep   func(fx *fixture)
+		opts   OpenOptions
+		check  func(error) bool
+		create bool
+	}{
+		{
+			name:  "create fails",
+			prep:  func(fx *fixture) { fx.fake.FailNext("Create", providers.Errorf(providers.ErrQuota, "fake", "create", "too many")) },
+			check: func(err error) bool { var ce *CreateError; return errors.As(err, &ce) && errors.Is(err, providers.ErrQuota) },
+		},
+		{
+			name:  "credentials rejected",
+			prep:  func(fx *fixture) { fx.fake.FailNext("Create", &providers.CredentialError{Provider: "fake", Var: "FAKE_KEY", Rejected: true}) },
+			check: func(err error) bool { return errors.Is(err, providers.ErrAuth) && strings.Contains(err.Error(), "FAKE_KEY") },
+		},
+		{
+			name:   "setup fails",
+			opts:   OpenOptions{Setup: sc},
+			check:  func(err error) bool { var se *SetupError; return errors.As(err, &se) },
+			create: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t, nil)
+			if tt.prep != nil {
+				tt.prep(fx)
+			}
+			_, err := fx.engine.Open(context.Background(), tt.opts)
+			if !tt.check(err) {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if ids := fx.sandboxes(t); len(ids) != 0 {
+				t.Fatalf("leaked %v", ids)
+			}
+			if recs, _ := fx.engine.Store().All(); len(recs) != 0 {
+				t.Fatalf("registry leaked %v", recs)
+			}
+			if tt.create && !slices.Contains(fx.actions(), "lifecycle:deleted") {
+				t.Fatalf("events = %v", fx.actions())
+			}
+		})
+	}
+}
+
+func TestSetupIsAuditedAsSetup(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	script := filepath.Join(t.TempDir(), "s.sh")
+	os.WriteFile(script, []byte("echo hi\n"), 0o644)
+	sc, _ := setup.Load(script)
+	// Non-interactive run with the default policy: a setup named on the
+	// command line must still run (and fails here only because the fake
+	// has no shell), never be denied.
+	_, err := fx.engine.Open(context.Background(), OpenOptions{Setup: sc})
+	if approval.IsDenied(err) {
+		t.Fatalf("setup was denied: %v", err)
+	}
+	var sawSetup bool
+	for _, ev := range fx.events {
+		if ev.Gate != nil && ev.Gate.Request.Source == approval.SourceSetup && ev.Gate.Decision.Allow {
+			sawSetup = true
+		}
+	}
+	if !sawSetup {
+		t.Fatal("no allowed setup-source decision recorded")
+	}
+}
+
+func TestCheckCapabilities(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, func(c *providers.Capabilities) { *c = providers.Capabilities{} })
+	_, err := fx.engine.Open(context.Background(), OpenOptions{Spec: providers.Spec{Network: providers.NetworkOn}, Label: map[string]string{"a": "b"}})
+	if !errors.Is(err, providers.ErrUnsupported) || !strings.Contains(err.Error(), "--network, --sandbox-label") {
+		t.Fatalf("err = %v", err)
+	}
+	if calls := fx.fake.Calls(); len(calls) != 0 {
+		t.Fatalf("provider reached before refusing flags: %v", calls)
+	}
+}
+
+func TestDeleteExpired(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	ctx := context.Background()
+	short, _ := fx.engine.Open(ctx, OpenOptions{Keep: true, Spec: providers.Spec{TTL: time.Minute}})
+	short.Close(ctx)
+	long, _ := fx.engine.Open(ctx, OpenOptions{Keep: true, Spec: providers.Spec{TTL: time.Hour}})
+	long.Close(ctx)
+	forever, _ := fx.engine.Open(ctx, OpenOptions{Keep: true})
+	forever.Close(ctx)
+	fx.now = fx.now.Add(2 * time.Minute)
+	deleted, err := fx.engine.DeleteExpired(ctx)
+	if err != nil || !slices.Equal(deleted, []string{short.ID()}) {
+		t.Fatalf("deleted %v, %v; want [%s]", deleted, err, short.ID())
+	}
+	ids := fx.sandboxes(t)
+	slices.Sort(ids)
+	want := []string{long.ID(), forever.ID()}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("left %v, want %v", ids, want)
+	}
+}
+
+func TestSessionWriteRefusesOverwrite(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	ctx := context.Background()
+	s, err := fx.engine.Open(ctx, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.Write(ctx, "a.txt", strings.NewReader("one\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, "a.txt", strings.NewReader("two\n"), false); !errors.Is(err, providers.ErrExists) {
+		t.Fatalf("overwrite without force: %v", err)
+	}
+	var diff string
+	fx.engine.opts.Events = func(ev Event) {
+		if ev.Gate != nil && ev.Gate.Request.Kind == approval.KindWrite {
+			diff = ev.Gate.Request.Details.Diff
+		}
+	}
+	if err := s.Write(ctx, "a.txt", strings.NewReader("two\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(diff, "-one") || !strings.Contains(diff, "+two") {
+		t.Fatalf("diff for approval = %q", diff)
+	}
+	var b strings.Builder
+	if err := s.Read(ctx, "/workspace/a.txt", &b); err != nil || b.String() != "two\n" {
+		t.Fatalf("read = %q, %v", b.String(), err)
+	}
+	if err := s.Read(ctx, "../x", &b); !errors.Is(err, providers.ErrInvalid) {
+		t.Fatalf(".. path: %v", err)
+	}
+}
