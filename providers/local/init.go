@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -41,9 +42,13 @@ func runInit() int {
 		fmt.Fprintln(os.Stderr, "sandbox init: started without its control pipes")
 		return 125
 	}
-	// Neither pipe may reach the command.
-	unix.CloseOnExec(ctlFD)
-	unix.CloseOnExec(statusFD)
+	// Nothing but stdio may reach the command: neither pipe, nor any
+	// descriptor the host process left without close-on-exec.
+	if err := unix.CloseRange(ctlFD, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := ctlFD; fd < 1024; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
 	rep := &reporter{w: status}
 
 	ctlr := bufio.NewReader(ctl)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -106,17 +105,21 @@ func buildRoot(cfg *initConfig) error {
 	if err := os.WriteFile(root+maskSource, nil, 0); err != nil {
 		return err
 	}
-	var resolv *os.File
+	resolv := -1
 	if cfg.SharedNet {
-		// Opened on the host side of the pivot; bound inside after it.
-		resolv, _ = os.Open("/etc/resolv.conf")
+		// A detached copy of the host's file, taken before the pivot
+		// and attached inside after it.
+		fd, err := unix.OpenTree(unix.AT_FDCWD, "/etc/resolv.conf", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err == nil {
+			resolv = fd
+		}
 	}
 	if err := pivot(root); err != nil {
 		return err
 	}
-	if resolv != nil {
-		err := bindResolvConf(resolv)
-		resolv.Close()
+	if resolv >= 0 {
+		err := attachResolvConf(resolv)
+		unix.Close(resolv)
 		if err != nil {
 			return err
 		}
@@ -220,10 +223,10 @@ func applyMasks(paths []string) error {
 	return os.Remove(maskSource)
 }
 
-// bindResolvConf makes the host's resolver configuration visible when the
+// attachResolvConf makes the host's resolver configuration visible when the
 // sandbox shares the host's network. The sandbox's /etc/resolv.conf may be a
 // symlink into /run (a fresh tmpfs here): its target is created first.
-func bindResolvConf(host *os.File) error {
+func attachResolvConf(tree int) error {
 	const p = "/etc/resolv.conf"
 	if _, err := os.Stat(p); err != nil {
 		target, lerr := filepath.EvalSymlinks(filepath.Dir(p))
@@ -247,7 +250,7 @@ func bindResolvConf(host *os.File) error {
 			return nil
 		}
 	}
-	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(int(host.Fd())), p, "", unix.MS_BIND, ""); err != nil {
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return mountErr(p, err)
 	}
 	return nil

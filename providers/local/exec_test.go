@@ -1,0 +1,331 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+func TestExecExitCodes(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	tests := []struct {
+		name string
+		req  providers.ExecRequest
+		want int
+	}{
+		{"true", providers.ExecRequest{Argv: []string{"true"}}, 0},
+		{"exit-3", providers.ExecRequest{Shell: "exit 3"}, 3},
+		{"missing-argv", providers.ExecRequest{Argv: []string{"no-such-command-xyz"}}, 127},
+		{"missing-shell", providers.ExecRequest{Shell: "no-such-command-xyz"}, 127},
+		{"missing-path", providers.ExecRequest{Argv: []string{"/no/such/binary"}}, 127},
+		{"not-executable", providers.ExecRequest{Argv: []string{"/etc/hostname"}}, 126},
+		{"self-killed", providers.ExecRequest{Shell: "kill -9 $$"}, 128 + 9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr syncBuffer
+			tc.req.Stderr = &stderr
+			res, err := p.Exec(context.Background(), id, tc.req)
+			if err != nil {
+				t.Fatalf("Exec: %v (a command that ran must return a nil error)", err)
+			}
+			if res.ExitCode != tc.want {
+				t.Errorf("ExitCode = %d, want %d (stderr %q)", res.ExitCode, tc.want, stderr.String())
+			}
+			if tc.want >= 126 && tc.want <= 127 && stderr.String() == "" {
+				t.Errorf("exit %d without a message on stderr", tc.want)
+			}
+		})
+	}
+}
+
+func TestExecBadRequests(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	tests := []struct {
+		name string
+		req  providers.ExecRequest
+		kind error
+	}{
+		{"no-command", providers.ExecRequest{}, providers.ErrInvalid},
+		{"both", providers.ExecRequest{Argv: []string{"true"}, Shell: "true"}, providers.ErrInvalid},
+		{"cwd-dotdot", providers.ExecRequest{Argv: []string{"true"}, Cwd: "/workspace/../etc"}, providers.ErrInvalid},
+		{"cwd-missing", providers.ExecRequest{Argv: []string{"true"}, Cwd: "/workspace/nope"}, providers.ErrNotFound},
+		{"cwd-file", providers.ExecRequest{Argv: []string{"true"}, Cwd: "/etc/hostname"}, providers.ErrInvalid},
+		{"network", providers.ExecRequest{Argv: []string{"true"}, Network: "maybe"}, providers.ErrInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := p.Exec(context.Background(), id, tc.req)
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("Exec = %v, want an error matching %v", err, tc.kind)
+			}
+		})
+	}
+	if _, err := p.Exec(context.Background(), "sb-aaaaaaaaaa", providers.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, providers.ErrNotFound) {
+		t.Errorf("Exec on a missing sandbox = %v, want ErrNotFound", err)
+	}
+}
+
+func TestExecCwdEnvStdin(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{Env: map[string]string{"A": "spec", "B": "spec"}})
+	mustRun(t, p, id, "mkdir -p /workspace/sub")
+	if got := mustRun(t, p, id, "pwd", func(r *providers.ExecRequest) { r.Cwd = "sub" }); got != "/workspace/sub\n" {
+		t.Errorf("pwd with Cwd sub = %q", got)
+	}
+	got := mustRun(t, p, id, `echo "$A $B $C"`, func(r *providers.ExecRequest) { r.Env = map[string]string{"B": "req", "C": "req"} })
+	if got != "spec req req\n" {
+		t.Errorf("env = %q, want %q", got, "spec req req\n")
+	}
+	got = mustRun(t, p, id, "tr a-z A-Z", func(r *providers.ExecRequest) { r.Stdin = strings.NewReader("hello\n") })
+	if got != "HELLO\n" {
+		t.Errorf("stdin = %q", got)
+	}
+}
+
+func TestExecEnvironmentIsScrubbed(t *testing.T) {
+	t.Setenv("SANDBOX_HOST_SECRET", "leak")
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	got := mustRun(t, p, id, "env")
+	if strings.Contains(got, "SANDBOX_HOST_SECRET") || strings.Contains(got, "leak") {
+		t.Errorf("host environment leaked into the sandbox:\n%s", got)
+	}
+	for _, want := range []string{"PATH=", "HOME=/root"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("env lacks %s:\n%s", want, got)
+		}
+	}
+}
+
+func TestExecStreams(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Exec(context.Background(), id, providers.ExecRequest{Shell: "echo a; sleep 3; echo b", Stdout: out})
+		done <- err
+	}()
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for out.String() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no output within 2.5s of a command that prints at once and then sleeps 3s")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Exec returned (%v) before the first output was observed", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if got := out.String(); got != "a\n" {
+		t.Errorf("while the command sleeps stdout = %q, want %q", got, "a\n")
+	}
+	if err := <-done; err != nil || out.String() != "a\nb\n" {
+		t.Errorf("Exec = %v, stdout %q", err, out.String())
+	}
+}
+
+// workspaceFile is the host path of a file in a sandbox's workspace.
+func workspaceFile(p *Provider, id, name string) string {
+	return filepath.Join(p.dir, id, workspaceDir, name)
+}
+
+func TestExecTimeoutKillsTree(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	start := time.Now()
+	r := run(t, p, id, "setsid sh -c 'sleep 2; touch /workspace/escaped' & nohup sh -c 'sleep 2; touch /workspace/nohup' >/dev/null 2>&1 & sleep 30",
+		func(r *providers.ExecRequest) { r.Timeout = 300 * time.Millisecond })
+	if !errors.Is(r.err, providers.ErrTimeout) || !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("Exec = %v, want ErrTimeout", r.err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	for _, name := range []string{"escaped", "nohup"} {
+		if _, err := os.Lstat(workspaceFile(p, id, name)); err == nil {
+			t.Errorf("a background process (%s) survived the timeout", name)
+		}
+	}
+}
+
+func TestExecExitKillsBackground(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	r := run(t, p, id, "setsid sh -c 'sleep 1; touch /workspace/left' >/dev/null 2>&1 & (sleep 1; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, name := range []string{"left", "sub"} {
+		if _, err := os.Lstat(workspaceFile(p, id, name)); err == nil {
+			t.Errorf("a background process (%s) outlived the command", name)
+		}
+	}
+}
+
+func TestExecCancel(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	_, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "sleep 30"})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, providers.ErrTimeout) {
+		t.Fatalf("Exec = %v, want context.Canceled", err)
+	}
+}
+
+func TestOverlayPersistsAndHostUnchanged(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	name := "sandbox-test-" + id
+	mustRun(t, p, id, "echo installed > /usr/local/"+name+" && rm -rf /usr/share/doc && echo ok > /etc/"+name)
+	if got := mustRun(t, p, id, "cat /usr/local/"+name+"; test -e /usr/share/doc || echo gone"); got != "installed\ngone\n" {
+		t.Errorf("second exec sees %q", got)
+	}
+	for _, host := range []string{"/usr/local/" + name, "/etc/" + name} {
+		if _, err := os.Lstat(host); err == nil {
+			t.Errorf("the host got %s", host)
+		}
+	}
+	if _, err := os.Stat("/usr/share/doc"); err != nil {
+		t.Errorf("host /usr/share/doc: %v", err)
+	}
+	// A second sandbox does not see the first one's layer.
+	other := newSandbox(t, p, providers.Spec{})
+	if r := run(t, p, other, "test -e /usr/local/"+name); r.code == 0 {
+		t.Error("another sandbox sees the first one's install")
+	}
+}
+
+func TestIsolationView(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	marker, err := os.CreateTemp("/root", ".sandbox-host-marker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker.Close()
+	t.Cleanup(func() { os.Remove(marker.Name()) })
+
+	checks := []struct {
+		name, shell, want string
+	}{
+		{"shadow", "cat /etc/shadow >/dev/null 2>&1 && echo readable || echo denied", "denied\n"},
+		{"gshadow", "cat /etc/gshadow >/dev/null 2>&1 && echo readable || echo denied", "denied\n"},
+		{"host-root", "ls -A /root | grep -c sandbox-host-marker || true", "0\n"},
+		{"no-home", "test -e /home && echo present || echo absent", "absent\n"},
+		{"no-sys", "test -e /sys/class/net && echo present || echo absent", "absent\n"},
+		{"caps", "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u", "0000000000000000\n"},
+		{"nnp", "grep NoNewPrivs /proc/self/status | awk '{print $2}'", "1\n"},
+		{"pids", "ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? \"few\" : $1}'", "few\n"},
+		{"hostname", "hostname; cat /etc/hostname", "sandbox\nsandbox\n"},
+		{"fds", "ls /proc/self/fd | tr '\\n' ' '", "0 1 2 3 "},
+		{"init-exe", "cat /proc/1/environ >/dev/null 2>&1 && echo open || echo denied", "denied\n"},
+		{"landlock-proc", "(echo x > /proc/self/comm) 2>/dev/null && echo written || echo denied", "denied\n"},
+		{"root-readonly", "(touch /newfile) 2>/dev/null && echo written || echo denied", "denied\n"},
+		{"mount", "(mount -t tmpfs none /tmp) 2>/dev/null && echo mounted || echo denied", "denied\n"},
+		{"no-tty", "(: > /dev/tty) 2>/dev/null && echo tty || echo none", "none\n"},
+		{"tmp-writable", "echo x > /tmp/f && cat /tmp/f", "x\n"},
+		{"devnull", "echo x > /dev/null && echo ok", "ok\n"},
+		{"run-empty", "ls -A /run | wc -l", "0\n"},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, p, id, c.shell)
+			if r.err != nil || r.stdout != c.want {
+				t.Errorf("%s: stdout %q, err %v, stderr %q; want %q", c.shell, r.stdout, r.err, r.stderr, c.want)
+			}
+		})
+	}
+	t.Run("tmp-private", func(t *testing.T) {
+		t.Parallel()
+		mustRun(t, p, id, "echo x > /tmp/sandbox-private-"+id)
+		if _, err := os.Stat("/tmp/sandbox-private-" + id); err == nil {
+			t.Error("sandbox /tmp reached the host")
+		}
+		if r := run(t, p, id, "test -e /tmp/sandbox-private-"+id); r.code == 0 {
+			t.Error("/tmp survived into the next exec")
+		}
+	})
+	t.Run("home-persists", func(t *testing.T) {
+		t.Parallel()
+		mustRun(t, p, id, "echo kept > ~/.profile-test")
+		if got := mustRun(t, p, id, "cat /root/.profile-test"); got != "kept\n" {
+			t.Errorf("HOME did not persist: %q", got)
+		}
+	})
+}
+
+// listener accepts connections on the host's loopback until t ends.
+func listener(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestNetwork(t *testing.T) {
+	t.Parallel()
+	port := listener(t)
+	p := newTestProvider(t)
+	probe := fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>&1 && echo connected || true", port)
+
+	off := newSandbox(t, p, providers.Spec{})
+	if got := mustRun(t, p, off, probe); strings.Contains(got, "connected") || !strings.Contains(got, "refused") {
+		// "refused" rather than "unreachable": loopback is up inside.
+		t.Errorf("network off: %q, want a refused connection", got)
+	}
+	if got := mustRun(t, p, off, probe, func(r *providers.ExecRequest) { r.Network = providers.NetworkOn }); !strings.Contains(got, "connected") {
+		t.Errorf("network on for one command: %q, want connected", got)
+	}
+	on := newSandbox(t, p, providers.Spec{Network: providers.NetworkOn})
+	if got := mustRun(t, p, on, probe); !strings.Contains(got, "connected") {
+		t.Errorf("network on: %q, want connected", got)
+	}
+	if got := mustRun(t, p, on, "cat /etc/resolv.conf"); got == "" {
+		hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+		if len(hostResolv) > 0 {
+			t.Errorf("network on: /etc/resolv.conf is empty, the host's is %q", hostResolv)
+		}
+	}
+	if got := mustRun(t, p, off, "bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' 2>&1 || true"); !strings.Contains(got, "refused") {
+		t.Errorf("loopback inside: %q, want connection refused (lo up)", got)
+	}
+}
