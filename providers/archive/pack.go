@@ -1,0 +1,181 @@
+package archive
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"time"
+)
+
+// node is one path found while walking a tree through an *os.Root.
+type node struct {
+	// rel is the name the path gets in an archive or manifest.
+	rel string
+	// full is the path relative to the root.
+	full string
+	info fs.FileInfo
+	// target is the link target of a symlink.
+	target string
+}
+
+// walk visits name and, when it is a directory, everything beneath it in
+// Pack order: a directory before its contents, and within a directory
+// subdirectories first, then the rest, each group by name. A file or
+// symlink named directly is visited once under its base name; a directory
+// named directly is not visited itself, only its contents. Symlinks are
+// reported, never followed.
+func walk(ctx context.Context, root *os.Root, name string, visit func(node) error) error {
+	name, err := rootName(name)
+	if err != nil {
+		return err
+	}
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", name, wrapNotExist(err))
+	}
+	if !fi.IsDir() {
+		n := node{rel: path.Base(name), full: name, info: fi}
+		if name == "." {
+			n.rel = "."
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if n.target, err = root.Readlink(name); err != nil {
+				return fmt.Errorf("readlink %s: %w", name, err)
+			}
+		}
+		return visit(n)
+	}
+	return walkDir(ctx, root, name, "", visit)
+}
+
+// walkDir visits the contents of the directory full, naming them below rel.
+func walkDir(ctx context.Context, root *os.Root, full, rel string, visit func(node) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d, err := root.Open(full)
+	if err != nil {
+		return fmt.Errorf("open directory %s: %w", full, err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("read directory %s: %w", full, err)
+	}
+	nodes := make([]node, 0, len(names))
+	for _, n := range names {
+		p := path.Join(full, n)
+		// Lstat through the root rather than trusting the directory
+		// entry, so a path swapped for a symlink is seen as one.
+		fi, err := root.Lstat(p)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // removed while we walked
+			}
+			return fmt.Errorf("stat %s: %w", p, err)
+		}
+		nd := node{rel: path.Join(rel, n), full: p, info: fi}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if nd.target, err = root.Readlink(p); err != nil {
+				return fmt.Errorf("readlink %s: %w", p, err)
+			}
+		}
+		nodes = append(nodes, nd)
+	}
+	sortEntries(nodes, func(n node) string { return n.rel }, func(n node) bool { return n.info.IsDir() })
+	for _, n := range nodes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := visit(n); err != nil {
+			return err
+		}
+		if n.info.IsDir() {
+			if err := walkDir(ctx, root, n.full, n.rel, visit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Pack writes a tar stream of name, a path inside root, to w.
+//
+// A file or symlink yields one entry named by its base name. A directory
+// yields its contents with names relative to it, each directory before its
+// contents, subdirectories before files, and each group sorted by name, so
+// the same tree always packs to the same entry order. Symlinks are written
+// as symlink entries and never followed; sockets and devices are skipped.
+// File contents are streamed, and a cancelled ctx stops the copy promptly.
+func Pack(ctx context.Context, w io.Writer, root *os.Root, name string) error {
+	tw := tar.NewWriter(w)
+	err := walk(ctx, root, name, func(n node) error { return packNode(ctx, tw, root, n) })
+	if err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("finish archive: %w", err)
+	}
+	return nil
+}
+
+// packNode writes one header and, for a regular file, its contents.
+func packNode(ctx context.Context, tw *tar.Writer, root *os.Root, n node) error {
+	mode := n.info.Mode()
+	hdr := &tar.Header{
+		Name:    n.rel,
+		Mode:    tarMode(mode),
+		ModTime: n.info.ModTime().Truncate(time.Second),
+	}
+	switch {
+	case mode.IsDir():
+		hdr.Typeflag, hdr.Name = tar.TypeDir, n.rel+"/"
+		return writeHeader(tw, hdr)
+	case mode&fs.ModeSymlink != 0:
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, n.target
+		return writeHeader(tw, hdr)
+	case mode.IsRegular():
+		return packFile(ctx, tw, root, n, hdr)
+	default:
+		return nil // sockets, pipes and devices have no place in an archive
+	}
+}
+
+// packFile streams one regular file into tw.
+func packFile(ctx context.Context, tw *tar.Writer, root *os.Root, n node, hdr *tar.Header) error {
+	f, err := root.Open(n.full)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", n.full, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", n.full, err)
+	}
+	if !fi.Mode().IsRegular() || !os.SameFile(fi, n.info) {
+		return fmt.Errorf("%s changed while it was being packed", n.full)
+	}
+	hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
+	if err := writeHeader(tw, hdr); err != nil {
+		return err
+	}
+	copied, err := io.CopyN(tw, ctxReader{ctx, f}, hdr.Size)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("pack %s: %d of %d bytes: %w", n.full, copied, hdr.Size, err)
+	}
+	return nil
+}
+
+func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("write archive header for %s: %w", hdr.Name, err)
+	}
+	return nil
+}
