@@ -26,6 +26,7 @@ type fixture struct {
 func newFixture(t *testing.T, caps func(*providers.Capabilities)) *fixture {
 	t.Helper()
 	fx := &fixture{fake: fake.New(), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	fx.fake.SetClock(func() time.Time { return fx.now })
 	reg := fake.Registration()
 	if caps != nil {
 		caps(&reg.Capabilities)
