@@ -1,0 +1,53 @@
+// Command pair times two or more commands side by side: it runs them in
+// alternation (A B A B …) so machine noise hits each alike, then prints each
+// command's median wall time and the ratio of every median to the last
+// command's (the reference).
+//
+//	go run ./bench/pair -n 40 -- 'sandbox --sandbox-id ID exec -- true' 'bwrap … true'
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"time"
+)
+
+func main() {
+	n := flag.Int("n", 30, "timed runs of each command")
+	warm := flag.Int("warmup", 3, "untimed runs of each command first")
+	flag.Parse()
+	cmds := flag.Args()
+	if len(cmds) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: pair [-n N] [-warmup W] 'command A' 'reference command'")
+		os.Exit(2)
+	}
+	times := make([][]time.Duration, len(cmds))
+	for i := 0; i < *warm+*n; i++ {
+		for j, c := range cmds {
+			start := time.Now()
+			cmd := exec.Command("/bin/sh", "-c", c)
+			cmd.Stdout, cmd.Stderr = nil, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintf(os.Stderr, "pair: %q failed: %v\n", c, err)
+				os.Exit(1)
+			}
+			if i >= *warm {
+				times[j] = append(times[j], time.Since(start))
+			}
+		}
+	}
+	ref := median(times[len(cmds)-1])
+	for j, c := range cmds {
+		m := median(times[j])
+		fmt.Printf("median %8.2f ms  ratio %5.2fx  %s\n", float64(m.Microseconds())/1000, float64(m)/float64(ref), c)
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
