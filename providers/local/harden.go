@@ -61,7 +61,7 @@ func landlockRules(cfg *initConfig) []landlock.Rule {
 
 // applyLandlock restricts the init and everything it starts, on every
 // thread, and returns the ABI version in force (0: the kernel has no
-// Landlock, nothing was enforced). It also sets no_new_privs.
+// Landlock, nothing was enforced). Either way it sets no_new_privs.
 func applyLandlock(cfg *initConfig) (int, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil {
@@ -71,6 +71,14 @@ func applyLandlock(cfg *initConfig) (int, error) {
 		HandledAccessFS: landlock.V11.HandledAccessFS,
 		Scoped:          landlock.V11.Scoped,
 	}
+	if abi < 1 {
+		// No Landlock: no_new_privs still has to be set, on every thread.
+		if _, _, e := psx.Syscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
+			return 0, fmt.Errorf("no_new_privs: %w", e)
+		}
+		return 0, nil
+	}
+	// Restrict sets no_new_privs on every thread before enforcing.
 	if err := c.BestEffort().Restrict(landlockRules(cfg)...); err != nil {
 		return 0, fmt.Errorf("landlock: %w", err)
 	}
@@ -78,9 +86,10 @@ func applyLandlock(cfg *initConfig) (int, error) {
 }
 
 // dropPrivileges empties the bounding set on this thread (the one that
-// starts the command), then clears every capability and the ambient set on
-// every thread, sets no_new_privs everywhere and makes the init
-// non-dumpable, so that /proc/1 of the sandbox cannot be opened.
+// starts the command), clears every capability on every thread (which
+// clears the ambient sets too: an ambient capability must stay permitted)
+// and makes the init non-dumpable, so that /proc/1 of the sandbox cannot be
+// opened. no_new_privs is already set on every thread by applyLandlock.
 func dropPrivileges() error {
 	for c := 0; c <= unix.CAP_LAST_CAP+8; c++ {
 		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
@@ -91,9 +100,6 @@ func dropPrivileges() error {
 			return fmt.Errorf("drop bounding capability %d: %w", c, err)
 		}
 	}
-	if _, _, e := psx.Syscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("no_new_privs: %w", e)
-	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	_, _, e := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
@@ -101,9 +107,6 @@ func dropPrivileges() error {
 	runtime.KeepAlive(&data)
 	if e != 0 {
 		return fmt.Errorf("clear capabilities: %w", e)
-	}
-	if _, _, e := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("clear ambient capabilities: %w", e)
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("non-dumpable: %w", err)

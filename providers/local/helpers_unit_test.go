@@ -96,10 +96,10 @@ func TestIDMap(t *testing.T) {
 func TestOverlayEscape(t *testing.T) {
 	t.Parallel()
 	tests := map[string]string{
-		"/plain/path":   "/plain/path",
-		"/a,b":          `/a\,b`,
-		"/a:b":          `/a\:b`,
-		`/a\b`:          `/a\\b`,
+		"/plain/path":  "/plain/path",
+		"/a,b":         `/a\,b`,
+		"/a:b":         `/a\:b`,
+		`/a\b`:         `/a\\b`,
 		"/x y/ünïcode": "/x y/ünïcode",
 	}
 	for in, want := range tests {

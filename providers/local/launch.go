@@ -134,8 +134,9 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	}
 	if p.uid != 0 {
 		// exec drops the capabilities of a non-root uid; the init needs
-		// these two to mount and configure loopback.
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN}
+		// these to mount, to configure loopback and to clear the mode-000
+		// markers overlayfs leaves in its work directories.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE}
 	}
 	if cmd.Stderr == nil {
 		pr.diag = &tailBuffer{max: 4096}
