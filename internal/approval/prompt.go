@@ -1,6 +1,8 @@
 package approval
 
 import (
+	"github.com/agentbox/sandbox/internal/output"
+
 	"bufio"
 	"context"
 	"fmt"
@@ -150,7 +152,7 @@ func describe(req Request) string {
 		fmt.Fprintf(&b, "  pattern: %s\n", sanitize(d.Pattern))
 	}
 	if d.Bytes > 0 {
-		fmt.Fprintf(&b, "  size: %s\n", humanBytes(d.Bytes))
+		fmt.Fprintf(&b, "  size: %s\n", output.Bytes(d.Bytes))
 	}
 	if len(d.Files) > 0 {
 		fmt.Fprintf(&b, "  files (%d):\n", len(d.Files))
@@ -166,7 +168,7 @@ func describe(req Request) string {
 			if f.SHA256 != "" {
 				extra = "  sha256:" + truncate(f.SHA256, 12) + extra
 			}
-			fmt.Fprintf(&b, "    %s  %s%s\n", sanitize(f.Path), humanBytes(f.Size), extra)
+			fmt.Fprintf(&b, "    %s  %s%s\n", sanitize(f.Path), output.Bytes(f.Size), extra)
 		}
 	}
 	if d.Diff != "" {
@@ -206,19 +208,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // DenyAll returns an Approver that denies every request it is asked

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/agentbox/sandbox/internal/output"
+
 	"fmt"
 	"io"
 	"time"
@@ -30,14 +32,14 @@ func (p *progressLine) update(done, total int64) {
 	if el > 0 {
 		rate = float64(done) / el
 	}
-	line := fmt.Sprintf("%s %s", p.verb, humanBytes(done))
+	line := fmt.Sprintf("%s %s", p.verb, output.Bytes(done))
 	if total > 0 {
-		line += " / " + humanBytes(total)
+		line += " / " + output.Bytes(total)
 		if rate > 0 && done < total {
 			line += fmt.Sprintf(", %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
 		}
 	}
-	line += fmt.Sprintf(" (%s/s)", humanBytes(int64(rate)))
+	line += fmt.Sprintf(" (%s/s)", output.Bytes(int64(rate)))
 	fmt.Fprintf(p.w, "\r\033[K%s", line)
 }
 
@@ -46,19 +48,6 @@ func (p *progressLine) done(err error) {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 	if err == nil {
-		fmt.Fprintf(p.w, "%sed %s in %s\n", p.verb, humanBytes(p.done_), time.Since(p.start).Round(time.Millisecond))
+		fmt.Fprintf(p.w, "%sed %s in %s\n", p.verb, output.Bytes(p.done_), time.Since(p.start).Round(time.Millisecond))
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -260,11 +259,7 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 
 	pr, pw := io.Pipe()
 	go func() {
-		if entry != "" {
-			pw.CloseWithError(packFile(ctx, pw, root, name, entry))
-			return
-		}
-		pw.CloseWithError(archive.Pack(ctx, pw, root, name))
+		pw.CloseWithError(archive.PackAs(ctx, pw, root, name, entry))
 	}()
 	var src io.Reader = pr
 	if o.Progress != nil {
@@ -295,31 +290,6 @@ func (s *Session) existingRemote(ctx context.Context, dir string) (map[string]st
 		}
 	}
 	return out, nil
-}
-
-// packFile writes a one-entry tar of a host file under another name.
-func packFile(ctx context.Context, w io.Writer, root *os.Root, name, as string) error {
-	f, err := root.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file: %w", name, providers.ErrInvalid)
-	}
-	tw := tar.NewWriter(w)
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: as, Size: fi.Size(), Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	if _, err := io.Copy(tw, ctxReader{ctx, f}); err != nil {
-		return err
-	}
-	return tw.Close()
 }
 
 // Download copies a sandbox file or directory to the host. The host target
@@ -414,16 +384,4 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.fn(c.n, c.total)
 	}
 	return n, err
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -62,3 +62,17 @@ func (l *Lines) Write(v any) error {
 	_, err = io.WriteString(l.w, line+"\n")
 	return err
 }
+
+// Bytes formats a size for people: 512 B, 1.5 KiB, 3.2 GiB.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

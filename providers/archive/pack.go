@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"time"
 )
 
@@ -112,8 +113,28 @@ func walkDir(ctx context.Context, root *os.Root, full, rel string, visit func(no
 // as symlink entries and never followed; sockets and devices are skipped.
 // File contents are streamed, and a cancelled ctx stops the copy promptly.
 func Pack(ctx context.Context, w io.Writer, root *os.Root, name string) error {
+	return PackAs(ctx, w, root, name, "")
+}
+
+// PackAs is Pack, except that when name is not a directory its one entry is
+// named as (when as is not empty) instead of by its base name. It lets a file
+// land under another name, as in `upload ./a.txt /workspace/b.txt`.
+func PackAs(ctx context.Context, w io.Writer, root *os.Root, name, as string) error {
+	if as != "" {
+		if _, err := entryName(as); err != nil || strings.Contains(as, "/") {
+			return fmt.Errorf("archive entry name %q must be a single path element", as)
+		}
+		if fi, err := root.Lstat(name); err == nil && fi.IsDir() {
+			return fmt.Errorf("%s is a directory and cannot be packed as %q", name, as)
+		}
+	}
 	tw := tar.NewWriter(w)
-	err := walk(ctx, root, name, func(n node) error { return packNode(ctx, tw, root, n) })
+	err := walk(ctx, root, name, func(n node) error {
+		if as != "" {
+			n.rel = as
+		}
+		return packNode(ctx, tw, root, n)
+	})
 	if err != nil {
 		return err
 	}
