@@ -230,4 +230,3 @@ func formatLabels(m map[string]string) string {
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }
-

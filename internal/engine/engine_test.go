@@ -179,14 +179,23 @@ func TestOpenFailuresLeaveNothing(t *testing.T) {
 		create bool
 	}{
 		{
-			name:  "create fails",
-			prep:  func(fx *fixture) { fx.fake.FailNext("Create", providers.Errorf(providers.ErrQuota, "fake", "create", "too many")) },
-			check: func(err error) bool { var ce *CreateError; return errors.As(err, &ce) && errors.Is(err, providers.ErrQuota) },
+			name: "create fails",
+			prep: func(fx *fixture) {
+				fx.fake.FailNext("Create", providers.Errorf(providers.ErrQuota, "fake", "create", "too many"))
+			},
+			check: func(err error) bool {
+				var ce *CreateError
+				return errors.As(err, &ce) && errors.Is(err, providers.ErrQuota)
+			},
 		},
 		{
-			name:  "credentials rejected",
-			prep:  func(fx *fixture) { fx.fake.FailNext("Create", &providers.CredentialError{Provider: "fake", Var: "FAKE_KEY", Rejected: true}) },
-			check: func(err error) bool { return errors.Is(err, providers.ErrAuth) && strings.Contains(err.Error(), "FAKE_KEY") },
+			name: "credentials rejected",
+			prep: func(fx *fixture) {
+				fx.fake.FailNext("Create", &providers.CredentialError{Provider: "fake", Var: "FAKE_KEY", Rejected: true})
+			},
+			check: func(err error) bool {
+				return errors.Is(err, providers.ErrAuth) && strings.Contains(err.Error(), "FAKE_KEY")
+			},
 		},
 		{
 			name:   "setup fails",
