@@ -106,7 +106,7 @@ func TestExecEnvironmentIsScrubbed(t *testing.T) {
 	if strings.Contains(got, "SANDBOX_HOST_SECRET") || strings.Contains(got, "leak") {
 		t.Errorf("host environment leaked into the sandbox:\n%s", got)
 	}
-	for _, want := range []string{"PATH=", "HOME=/root"} {
+	for _, want := range []string{"PATH=", "HOME=" + p.home} {
 		if !strings.Contains(got, want) {
 			t.Errorf("env lacks %s:\n%s", want, got)
 		}
@@ -201,11 +201,31 @@ func TestOverlayPersistsAndHostUnchanged(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
 	name := "sandbox-test-" + id
-	mustRun(t, p, id, "echo installed > /usr/local/"+name+" && rm -rf /usr/share/doc && echo ok > /etc/"+name)
-	if got := mustRun(t, p, id, "cat /usr/local/"+name+"; test -e /usr/share/doc || echo gone"); got != "installed\ngone\n" {
-		t.Errorf("second exec sees %q", got)
+	// With a single mapped uid, overlayfs cannot copy up directories
+	// owned by users outside the map (EOVERFLOW): an unprivileged
+	// sandbox user cannot write below the host's root-owned system
+	// directories at all, and only root's writes land in the layer.
+	var dirs []string
+	if os.Getuid() == 0 {
+		dirs = append(dirs, "/usr/local", "/var/tmp")
+		mustRun(t, p, id, "rm -rf /usr/share/doc && echo ok > /etc/"+name)
+		if got := mustRun(t, p, id, "test -e /usr/share/doc || echo gone; cat /etc/"+name); got != "gone\nok\n" {
+			t.Errorf("second exec sees %q", got)
+		}
+	} else {
+		for _, d := range []string{"/usr/local", "/var/tmp"} {
+			if r := run(t, p, id, "echo x > "+d+"/"+name); r.code == 0 {
+				t.Errorf("an unprivileged sandbox user wrote to %s", d)
+			}
+		}
 	}
-	for _, host := range []string{"/usr/local/" + name, "/etc/" + name} {
+	for _, d := range dirs {
+		mustRun(t, p, id, "echo installed > "+d+"/"+name)
+		if got := mustRun(t, p, id, "cat "+d+"/"+name); got != "installed\n" {
+			t.Errorf("second exec sees %q in %s", got, d)
+		}
+	}
+	for _, host := range []string{"/usr/local/" + name, "/etc/" + name, "/var/tmp/" + name} {
 		if _, err := os.Lstat(host); err == nil {
 			t.Errorf("the host got %s", host)
 		}
@@ -215,7 +235,7 @@ func TestOverlayPersistsAndHostUnchanged(t *testing.T) {
 	}
 	// A second sandbox does not see the first one's layer.
 	other := newSandbox(t, p, providers.Spec{})
-	if r := run(t, p, other, "test -e /usr/local/"+name); r.code == 0 {
+	if r := run(t, p, other, "test -e /var/tmp/"+name+" || test -e /usr/local/"+name); r.code == 0 {
 		t.Error("another sandbox sees the first one's install")
 	}
 }
@@ -224,20 +244,29 @@ func TestIsolationView(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	marker, err := os.CreateTemp("/root", ".sandbox-host-marker-")
-	if err != nil {
-		t.Fatal(err)
+	if os.Getuid() == 0 {
+		// Something of the host's /root that must stay invisible.
+		marker, err := os.CreateTemp("/root", ".sandbox-host-marker-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker.Close()
+		t.Cleanup(func() { os.Remove(marker.Name()) })
 	}
-	marker.Close()
-	t.Cleanup(func() { os.Remove(marker.Name()) })
 
+	// /home holds nothing of the host: only the user's own HOME when
+	// that is where it lives.
+	ownHome := ""
+	if h, ok := strings.CutPrefix(p.home, "/home/"); ok {
+		ownHome = h + " "
+	}
 	checks := []struct {
 		name, shell, want string
 	}{
 		{"shadow", "cat /etc/shadow >/dev/null 2>&1 && echo readable || echo denied", "denied\n"},
 		{"gshadow", "cat /etc/gshadow >/dev/null 2>&1 && echo readable || echo denied", "denied\n"},
 		{"host-root", "ls -A /root | grep -c sandbox-host-marker || true", "0\n"},
-		{"no-home", "test -e /home && echo present || echo absent", "absent\n"},
+		{"host-home", "ls -A /home 2>/dev/null | tr '\\n' ' '", ownHome},
 		{"no-sys", "test -e /sys/class/net && echo present || echo absent", "absent\n"},
 		{"caps", "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u", "0000000000000000\n"},
 		{"nnp", "grep NoNewPrivs /proc/self/status | awk '{print $2}'", "1\n"},
@@ -275,7 +304,7 @@ func TestIsolationView(t *testing.T) {
 	t.Run("home-persists", func(t *testing.T) {
 		t.Parallel()
 		mustRun(t, p, id, "echo kept > ~/.profile-test")
-		if got := mustRun(t, p, id, "cat /root/.profile-test"); got != "kept\n" {
+		if got := mustRun(t, p, id, "cat "+p.home+"/.profile-test"); got != "kept\n" {
 			t.Errorf("HOME did not persist: %q", got)
 		}
 	})

@@ -113,7 +113,7 @@ func TestReadThroughPlantedSymlinks(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(hostDir, "inside-host-dir"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, p, id, "ln -s /etc/hostname h && ln -s "+secret+" s && ln -s /root d && ln -s "+hostDir+" hd && echo mine > /root/home-file")
+	mustRun(t, p, id, "ln -s /etc/hostname h && ln -s "+secret+" s && ln -s "+p.home+" d && ln -s "+hostDir+" hd && echo mine > ~/home-file")
 
 	if got, err := readAll(t, p, id, "/workspace/h"); err != nil || string(got) != "sandbox\n" {
 		t.Errorf("ReadFile(link to /etc/hostname) = %q, %v; want the sandbox's %q", got, err, "sandbox\n")
@@ -124,7 +124,7 @@ func TestReadThroughPlantedSymlinks(t *testing.T) {
 	}
 	list, err := p.ListDir(ctx, id, "/workspace/d", 1)
 	if err != nil || len(list) != 1 || list[0].Name != "home-file" {
-		t.Errorf("ListDir(link to /root) = %+v, %v; want the sandbox's HOME", list, err)
+		t.Errorf("ListDir(link to HOME) = %+v, %v; want the sandbox's HOME, not the host's", list, err)
 	}
 	if _, err := p.ListDir(ctx, id, "/workspace/hd", 1); !errors.Is(err, providers.ErrNotFound) {
 		t.Errorf("ListDir(link to a host dir) = %v, want ErrNotFound", err)

@@ -15,10 +15,14 @@ import (
 // newTestProvider returns a provider whose state lives in a test directory.
 func newTestProvider(t testing.TB) *Provider {
 	t.Helper()
-	p, err := New(providers.Config{StateDir: t.TempDir()})
+	dir := t.TempDir()
+	p, err := New(providers.Config{StateDir: dir})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	// Runs before TempDir's own cleanup, which cannot enter the mode-000
+	// directories overlayfs leaves when the tests run unprivileged.
+	t.Cleanup(func() { _ = removeTree(dir) })
 	return p
 }
 

@@ -134,9 +134,10 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	}
 	if p.uid != 0 {
 		// exec drops the capabilities of a non-root uid; the init needs
-		// these to mount, to configure loopback and to clear the mode-000
-		// markers overlayfs leaves in its work directories.
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE}
+		// these to mount, to configure loopback, to clear the mode-000
+		// markers overlayfs leaves in its work directories and to empty
+		// its bounding set. All are dropped before any sandboxed code runs.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
 	}
 	if cmd.Stderr == nil {
 		pr.diag = &tailBuffer{max: 4096}
