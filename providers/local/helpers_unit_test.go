@@ -205,3 +205,29 @@ func TestHostLayout(t *testing.T) {
 		t.Errorf("links = %+v", links)
 	}
 }
+
+func TestStartErrorHint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		hint bool
+	}{
+		{&os.SyscallError{Syscall: "fork/exec", Err: syscall.EPERM}, true},
+		{&os.SyscallError{Syscall: "fork/exec", Err: syscall.ENOSPC}, true},
+		{&os.SyscallError{Syscall: "fork/exec", Err: syscall.EACCES}, true},
+		{&os.SyscallError{Syscall: "fork/exec", Err: syscall.ENOMEM}, false},
+	}
+	for _, tc := range tests {
+		err := startError("sb-aaaaaaaaaa", tc.err)
+		if !errors.Is(err, providers.ErrUnavailable) {
+			t.Errorf("startError(%v) = %v, want ErrUnavailable", tc.err, err)
+		}
+		if got := strings.Contains(err.Error(), "sysctl"); got != tc.hint {
+			t.Errorf("startError(%v) = %q: hint present %v, want %v", tc.err, err, got, tc.hint)
+		}
+	}
+	err := setupErr("sb-aaaaaaaaaa", statusMsg{Err: "mount: permission denied", Setup: true, Kind: kindUnavailable})
+	if !errors.Is(err, providers.ErrUnavailable) || !strings.Contains(err.Error(), "apparmor_restrict_unprivileged_userns") {
+		t.Errorf("setupErr = %v, want ErrUnavailable with the AppArmor hint", err)
+	}
+}

@@ -154,8 +154,13 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		return 125
 	}
 	path, code := lookPath(cfg.Argv[0], envValue(cfg.Env, "PATH"), cwd)
-	if code != 0 {
-		return exitWith(rep, code, cfg.Argv[0], code)
+	switch code {
+	case 127:
+		fmt.Fprintf(os.Stderr, "sandbox: %s: command not found\n", cfg.Argv[0])
+		return exitWith(rep, code)
+	case 126:
+		fmt.Fprintf(os.Stderr, "sandbox: %s: permission denied\n", cfg.Argv[0])
+		return exitWith(rep, code)
 	}
 	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
 		Dir:   cwd,
@@ -169,21 +174,13 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 			code = 127
 		}
 		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", cfg.Argv[0], err)
-		return exitWith(rep, code, "", 0)
+		return exitWith(rep, code)
 	}
-	status := reap(pid)
-	return exitWith(rep, status, "", 0)
+	return exitWith(rep, reap(pid))
 }
 
-// exitWith reports the command's exit status, printing the shell-style
-// message for 126 and 127 when name is set.
-func exitWith(rep *reporter, status int, name string, code int) int {
-	switch {
-	case name != "" && code == 127:
-		fmt.Fprintf(os.Stderr, "sandbox: %s: command not found\n", name)
-	case name != "" && code == 126:
-		fmt.Fprintf(os.Stderr, "sandbox: %s: permission denied\n", name)
-	}
+// exitWith reports the command's exit status and returns it.
+func exitWith(rep *reporter, status int) int {
 	rep.send(statusMsg{Exit: &status})
 	return status
 }
