@@ -280,6 +280,7 @@ func TestExtractRejectsHostileNames(t *testing.T) {
 		data    []byte
 	}{
 		{"nul", nil, nil, nul},
+		{"sparse", nil, providers.ErrUnsupported, gnuSparse(t)},
 		{"parent", []tent{{name: "../x", body: "x"}}, providers.ErrInvalid, nil},
 		{"absolute", []tent{{name: "/etc/x", body: "x"}}, providers.ErrInvalid, nil},
 		{"climb", []tent{{name: "a/../../x", body: "x"}}, providers.ErrInvalid, nil},
@@ -699,4 +700,28 @@ func TestManifest(t *testing.T) {
 			t.Errorf("Manifest(file) = %+v, %v", got, err)
 		}
 	})
+}
+
+// gnuSparse builds an old-GNU sparse entry that is all hole: 8 GiB of
+// zeros from a 1 KiB archive, were it extracted.
+func gnuSparse(t testing.TB) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "s", Typeflag: tar.TypeReg, Mode: 0o644, Format: tar.FormatGNU}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	b[156] = tar.TypeGNUSparse
+	copy(b[483:495], "77777777777\x00") // real size
+	copy(b[148:156], "        ")
+	sum := 0
+	for _, c := range b[:512] {
+		sum += int(c)
+	}
+	copy(b[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	return b
 }

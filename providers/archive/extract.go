@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/agentbox/sandbox/providers"
 )
@@ -107,6 +108,9 @@ func (x *extractor) next(tr *tar.Reader) (*tar.Header, error) {
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
 		}
+		if err := checkSparse(hdr); err != nil {
+			return nil, err
+		}
 		return hdr, nil
 	}
 }
@@ -198,9 +202,25 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 	}
 }
 
+// isRegular reports a regular file entry ('\x00' is the pre-POSIX type).
 func isRegular(hdr *tar.Header) bool {
-	// '\x00' is the pre-POSIX regular file type; sparse files read as regular.
-	return hdr.Typeflag == tar.TypeReg || hdr.Typeflag == '\x00' || hdr.Typeflag == tar.TypeGNUSparse
+	return hdr.Typeflag == tar.TypeReg || hdr.Typeflag == '\x00'
+}
+
+// checkSparse refuses sparse files (old GNU and PAX forms). Their holes are
+// expanded by the tar reader from nothing, so a few hundred bytes of archive
+// could otherwise make Extract write terabytes of zeros.
+func checkSparse(hdr *tar.Header) error {
+	sparse := hdr.Typeflag == tar.TypeGNUSparse
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			sparse = true
+		}
+	}
+	if sparse {
+		return fmt.Errorf("archive entry %q is a sparse file: sparse files are not extracted: %w", hdr.Name, providers.ErrUnsupported)
+	}
+	return nil
 }
 
 // ensureDst creates dst on first use.

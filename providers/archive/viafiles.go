@@ -45,6 +45,9 @@ func UploadViaFiles(ctx context.Context, p providers.Provider, id, dst string, a
 			}
 			return fmt.Errorf("upload: read archive: %w", err)
 		}
+		if err := checkSparse(hdr); err != nil {
+			return fmt.Errorf("upload: %w", err)
+		}
 		name, err := entryName(hdr.Name)
 		if err != nil {
 			return fmt.Errorf("upload: %w", err)
