@@ -10,6 +10,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/agentbox/sandbox/providers"
 )
 
 // node is one path found while walking a tree through an *os.Root.
@@ -121,11 +123,11 @@ func Pack(ctx context.Context, w io.Writer, root *os.Root, name string) error {
 // land under another name, as in `upload ./a.txt /workspace/b.txt`.
 func PackAs(ctx context.Context, w io.Writer, root *os.Root, name, as string) error {
 	if as != "" {
-		if _, err := entryName(as); err != nil || strings.Contains(as, "/") {
-			return fmt.Errorf("archive entry name %q must be a single path element", as)
+		if clean, err := entryName(as); err != nil || clean != as || strings.Contains(as, "/") {
+			return fmt.Errorf("archive entry name %q must be a single path element: %w", as, providers.ErrInvalid)
 		}
 		if fi, err := root.Lstat(name); err == nil && fi.IsDir() {
-			return fmt.Errorf("%s is a directory and cannot be packed as %q", name, as)
+			return fmt.Errorf("%s is a directory and cannot be packed as %q: %w", name, as, providers.ErrInvalid)
 		}
 	}
 	tw := tar.NewWriter(w)

@@ -32,7 +32,7 @@ func TestPackAs(t *testing.T) {
 	if _, err := tr.Next(); err != io.EOF {
 		t.Fatalf("more than one entry: %v", err)
 	}
-	for _, bad := range []struct{ name, as string }{{"d", "x"}, {"a.txt", "x/y"}, {"a.txt", ".."}} {
+	for _, bad := range []struct{ name, as string }{{"d", "x"}, {"a.txt", "x/y"}, {"a.txt", ".."}, {"a.txt", "."}, {"a.txt", "./b"}} {
 		if err := PackAs(context.Background(), io.Discard, root, bad.name, bad.as); err == nil {
 			t.Errorf("PackAs(%q, %q) should fail", bad.name, bad.as)
 		}
