@@ -120,13 +120,13 @@ func TestExecStreams(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Exec(context.Background(), id, providers.ExecRequest{Shell: "echo a; sleep 3; echo b", Stdout: out})
+		_, err := p.Exec(context.Background(), id, providers.ExecRequest{Shell: "echo a; sleep 5; echo b", Stdout: out})
 		done <- err
 	}()
-	deadline := time.Now().Add(2500 * time.Millisecond)
+	deadline := time.Now().Add(4 * time.Second)
 	for out.String() == "" {
 		if time.Now().After(deadline) {
-			t.Fatal("no output within 2.5s of a command that prints at once and then sleeps 3s")
+			t.Fatal("no output within 4s of a command that prints at once and then sleeps 5s")
 		}
 		select {
 		case err := <-done:
@@ -152,13 +152,16 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
 	start := time.Now()
-	r := run(t, p, id, "setsid sh -c 'sleep 2; touch /workspace/escaped' & nohup sh -c 'sleep 2; touch /workspace/nohup' >/dev/null 2>&1 & sleep 30",
-		func(r *providers.ExecRequest) { r.Timeout = 300 * time.Millisecond })
+	r := run(t, p, id, "setsid sh -c 'sleep 2; touch /workspace/escaped' & nohup sh -c 'sleep 2; touch /workspace/nohup' >/dev/null 2>&1 & touch /workspace/started; sleep 30",
+		func(r *providers.ExecRequest) { r.Timeout = 1500 * time.Millisecond })
 	if !errors.Is(r.err, providers.ErrTimeout) || !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("Exec = %v, want ErrTimeout", r.err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("timeout took %v", d)
+	}
+	if _, err := os.Lstat(workspaceFile(p, id, "started")); err != nil {
+		t.Fatalf("the command never ran before the timeout: %v", err)
 	}
 	time.Sleep(2500 * time.Millisecond)
 	for _, name := range []string{"escaped", "nohup"} {
