@@ -35,7 +35,9 @@ type Provider interface {
 	// req.Stderr as it is produced. A command that ran and exited returns
 	// its status in Result.ExitCode with a nil error, whatever the status.
 	// When req.Timeout elapses the whole process tree is killed and the
-	// error matches ErrTimeout.
+	// error matches ErrTimeout. A program that does not exist exits 127
+	// with a nil error. Stdin on a provider that does not declare the Stdin
+	// capability returns ErrUnsupported.
 	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
 
 	// ReadFile opens a file for streaming. The caller closes it.
@@ -45,11 +47,13 @@ type Provider interface {
 	WriteFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error
 	// Stat describes one path without following a final symlink.
 	Stat(ctx context.Context, id, path string) (FileInfo, error)
-	// ListDir lists a directory. Depth 1 lists its entries; a larger depth
-	// descends that many levels; entries carry paths relative to the sandbox
-	// root (absolute).
+	// ListDir lists a directory (not including itself). Depth 1 lists its
+	// entries; a larger depth descends that many levels. Entries carry
+	// absolute paths and Name is the base name. A missing path returns
+	// ErrNotFound.
 	ListDir(ctx context.Context, id, path string, depth int) ([]FileInfo, error)
-	// Mkdir creates a directory and its missing parents.
+	// Mkdir creates a directory and its missing parents; an existing
+	// directory is not an error.
 	Mkdir(ctx context.Context, id, path string) error
 	// Remove deletes a path; a directory only when recursive is set.
 	Remove(ctx context.Context, id, path string, recursive bool) error
@@ -61,7 +65,7 @@ type Provider interface {
 	Upload(ctx context.Context, id, dst string, archive io.Reader) error
 	// Download writes a tar stream of src to w. A directory yields its
 	// contents relative to itself; a single file yields one entry named by
-	// its base name.
+	// its base name. A missing src returns ErrNotFound.
 	Download(ctx context.Context, id, src string, w io.Writer) error
 }
 
