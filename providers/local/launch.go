@@ -134,9 +134,10 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	}
 	if p.uid != 0 {
 		// exec drops the capabilities of a non-root uid; the init needs
-		// these to mount, to configure loopback, to clear the mode-000
-		// markers overlayfs leaves in its work directories and to empty
-		// its bounding set. All are dropped before any sandboxed code runs.
+		// these to mount, to configure loopback, to empty its bounding
+		// set, and DAC_OVERRIDE for overlayfs to clean the mode-000 work
+		// directory a previous mount left. All are dropped before any
+		// sandboxed code runs.
 		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
 	}
 	if cmd.Stderr == nil {
