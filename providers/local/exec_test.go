@@ -151,19 +151,25 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
+	// The escapees wait for a file the test creates after the timeout, so
+	// they can only leave a marker if they survived it.
+	wait := "while [ ! -e /workspace/go ]; do sleep 0.05; done"
 	start := time.Now()
-	r := run(t, p, id, "setsid sh -c 'sleep 2; touch /workspace/escaped' & nohup sh -c 'sleep 2; touch /workspace/nohup' >/dev/null 2>&1 & touch /workspace/started; sleep 30",
+	r := run(t, p, id, "setsid sh -c '"+wait+"; touch /workspace/escaped' & nohup sh -c '"+wait+"; touch /workspace/nohup' >/dev/null 2>&1 & touch /workspace/started; sleep 30",
 		func(r *providers.ExecRequest) { r.Timeout = 1500 * time.Millisecond })
 	if !errors.Is(r.err, providers.ErrTimeout) || !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("Exec = %v, want ErrTimeout", r.err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("timeout took %v", d)
 	}
 	if _, err := os.Lstat(workspaceFile(p, id, "started")); err != nil {
 		t.Fatalf("the command never ran before the timeout: %v", err)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	if err := os.WriteFile(workspaceFile(p, id, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
 	for _, name := range []string{"escaped", "nohup"} {
 		if _, err := os.Lstat(workspaceFile(p, id, name)); err == nil {
 			t.Errorf("a background process (%s) survived the timeout", name)
@@ -175,11 +181,17 @@ func TestExecExitKillsBackground(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	r := run(t, p, id, "setsid sh -c 'sleep 1; touch /workspace/left' >/dev/null 2>&1 & (sleep 1; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
+	// The children wait for a file the test creates only after Exec has
+	// returned, so the check does not depend on how loaded the machine is.
+	wait := "while [ ! -e /workspace/go ]; do sleep 0.05; done"
+	r := run(t, p, id, "setsid sh -c '"+wait+"; touch /workspace/left' >/dev/null 2>&1 & ("+wait+"; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
 	if r.err != nil || r.code != 0 {
 		t.Fatalf("exec: %+v", r)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	if err := os.WriteFile(workspaceFile(p, id, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
 	for _, name := range []string{"left", "sub"} {
 		if _, err := os.Lstat(workspaceFile(p, id, name)); err == nil {
 			t.Errorf("a background process (%s) outlived the command", name)
