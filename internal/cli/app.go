@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -201,7 +202,7 @@ func (a *App) withSession(cmd *cobra.Command, fn func(ctx context.Context, s *en
 	if err != nil {
 		return err
 	}
-	s, err := a.engine.Open(ctx, o)
+	s, err := a.open(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -210,6 +211,15 @@ func (a *App) withSession(cmd *cobra.Command, fn func(ctx context.Context, s *en
 		ferr = cerr
 	}
 	return ferr
+}
+
+// open opens a session and flushes the masked setup output afterwards.
+func (a *App) open(ctx context.Context, o engine.OpenOptions) (*engine.Session, error) {
+	s, err := a.engine.Open(ctx, o)
+	if c, ok := o.SetupOutput.(io.Closer); ok {
+		c.Close() // flush what the masker held back
+	}
+	return s, err
 }
 
 // callContext applies --timeout to one call.

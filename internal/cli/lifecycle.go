@@ -36,7 +36,7 @@ func newCreateCmd(app *App) *cobra.Command {
 			}
 			o.Keep = true
 			o.Spec.Labels = extra
-			s, err := app.engine.Open(cmd.Context(), o)
+			s, err := app.open(cmd.Context(), o)
 			if err != nil {
 				return err
 			}

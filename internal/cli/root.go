@@ -61,6 +61,9 @@ func Main(ctx context.Context, args []string, d Deps) int {
 		app.engine.Close()
 	}
 	if app.audit != nil {
+		if aerr := app.audit.Err(); aerr != nil {
+			fmt.Fprintf(d.Streams.Err, "sandbox: warning: the audit log %s is incomplete: %v\n", app.audit.Path(), aerr)
+		}
 		app.audit.Close()
 	}
 	if err == nil {
