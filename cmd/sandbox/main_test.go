@@ -13,7 +13,7 @@ import (
 
 func TestMain(m *testing.M) {
 	local.MaybeRunInit()
-	testscript.Main(m, map[string]func(){
+	testscript.Main(cleanupBinary{m}, map[string]func(){
 		"sandbox": func() { os.Exit(run()) },
 	})
 }
@@ -57,4 +57,17 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// cleanupBinary removes the compiled program after the tests ran.
+type cleanupBinary struct{ m *testing.M }
+
+func (c cleanupBinary) Run() int {
+	dir, err := os.MkdirTemp("", "sandbox-bin-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv(binDirEnv, dir)
+	return c.m.Run()
 }

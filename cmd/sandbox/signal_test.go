@@ -3,22 +3,40 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// buildBinary compiles the program once for the tests that send it signals.
+// built is the program compiled once for the tests that need a real binary
+// (signals, terminals); the directory is removed when the tests end.
+var built = sync.OnceValues(func() (string, error) {
+	dir := os.Getenv(binDirEnv)
+	if dir == "" {
+		return "", fmt.Errorf("%s is not set (TestMain sets it)", binDirEnv)
+	}
+	bin := filepath.Join(dir, "sandbox")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// binDirEnv names the directory, made by TestMain, that holds the binary.
+const binDirEnv = "SANDBOX_TEST_BIN_DIR"
+
+// buildBinary returns the compiled program.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sandbox")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	bin, err := built()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }
