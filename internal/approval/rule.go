@@ -111,7 +111,9 @@ func cleanGlob(pat string) (string, error) {
 	}
 	if strings.HasPrefix(pat, "/") {
 		trailing := strings.HasSuffix(pat, "/") && len(pat) > 1
-		pat = path.Clean(pat)
+		// The rule text is trimmed when parsed, so the canonical form must
+		// not end in space that cleaning uncovered ("0 /." → "0 ").
+		pat = strings.TrimSpace(path.Clean(pat))
 		if trailing {
 			// "dir/" means everything below dir.
 			pat = strings.TrimSuffix(pat, "/") + "/**"
