@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/internal/engine"
@@ -10,7 +11,7 @@ import (
 )
 
 // Exit codes: the one table of the program, also printed in the README and
-// by `sandbox help exit-codes`. `exec` passes the command's own status
+// by `sandbox exit-codes`. `exec` passes the command's own status
 // through instead.
 const (
 	ExitOK          = 0   // success
@@ -23,7 +24,7 @@ const (
 	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
 )
 
-// ExitCodes lists the table for help output, in order.
+// exitCodeTable lists the table for `sandbox exit-codes`, in order.
 var exitCodeTable = []struct {
 	Code int
 	Text string
@@ -41,14 +42,18 @@ var exitCodeTable = []struct {
 // UsageError marks an error as the user's invocation being wrong (exit 2).
 type UsageError struct{ Err error }
 
+// Error returns the underlying message.
 func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
 func (e *UsageError) Unwrap() error { return e.Err }
 
 // ExitStatus is an error carrying an exact status, used by `exec` to pass
 // the command's status through without printing anything.
 type ExitStatus struct{ Code int }
 
-func (e *ExitStatus) Error() string { return "exit status" }
+// Error is never printed: the status speaks for itself.
+func (e *ExitStatus) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
 // exitCode maps an error to the table above.
 func exitCode(err error) int {
