@@ -145,3 +145,45 @@ func harden(cfg *initConfig) (int, error) {
 	}
 	return abi, nil
 }
+
+// holderCaps are the only capabilities the holder keeps: CAP_SYS_ADMIN to
+// create each command's PID and mount namespaces, mount its /proc and
+// pivot into the root, CAP_SETPCAP for the command's init to empty its
+// bounding set. The command's init drops both before the command starts.
+const holderCaps = uint64(1)<<unix.CAP_SYS_ADMIN | uint64(1)<<unix.CAP_SETPCAP
+
+// restrictHolder reduces the holder, on every thread, to holderCaps (bounding,
+// permitted, effective and inheritable sets; ambient keeps only what stays
+// permitted and inheritable), sets no_new_privs and makes it non-dumpable,
+// so that nothing in the sandbox may open its /proc entries or ptrace it.
+// Landlock is left to each command's init: a Landlocked process may not
+// mount, and every command needs a fresh /proc.
+func restrictHolder() error {
+	for c := 0; c <= unix.CAP_LAST_CAP+8; c++ {
+		if holderCaps&(uint64(1)<<c) != 0 {
+			continue
+		}
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if err == unix.EINVAL {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("drop bounding capability %d: %w", c, err)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	data[0].Permitted = uint32(holderCaps)
+	data[0].Effective = uint32(holderCaps)
+	data[0].Inheritable = uint32(holderCaps)
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reduce capabilities: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("non-dumpable: %w", err)
+	}
+	return nil
+}
