@@ -34,13 +34,6 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
 		defer cancel()
 	}
-	if !p.coldOnly && shared == defaultShared(m.Network) {
-		res, ok, err := p.execWarm(ctx, runCtx, dir, id, cfg, shared, req)
-		if ok {
-			res.Duration = time.Since(start)
-			return res, err
-		}
-	}
 	pr, err := p.launch(dir, id, cfg, shared, initStdio{stdin: req.Stdin, stdout: req.Stdout, stderr: req.Stderr})
 	if err != nil {
 		return providers.ExecResult{}, err
@@ -52,45 +45,22 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	stop := pr.watch(runCtx, nil)
 	last, got := pr.finish()
 	stop()
-	res := execOutcome(id, ctx, runCtx, req.Timeout, last, got, pr.initDied)
-	res.Duration = time.Since(start)
-	return res.ExecResult, res.err
-}
-
-// outcome is the result of one command and its error.
-type outcome struct {
-	providers.ExecResult
-	err error
-}
-
-// execOutcome interprets the last status line of a command (got is false
-// when none came) on either path; died describes an init that ended
-// without reporting.
-func execOutcome(id string, ctx, runCtx context.Context, timeout time.Duration, last statusMsg, got bool, died func() error) outcome {
-	var res outcome
+	res := providers.ExecResult{Duration: time.Since(start)}
 	switch {
 	case got && last.Exit != nil:
 		res.ExitCode = *last.Exit
+		return res, nil
 	case got && last.Setup:
-		res.err = setupErr(id, last)
+		return res, setupErr(id, last)
 	case got && last.Err != "":
-		res.err = errorOf("exec in "+id, last)
+		return res, errorOf("exec in "+id, last)
 	case runCtx.Err() != nil:
 		if ctx.Err() == nil {
-			res.err = ctxErr("exec in "+id, runCtx, timeout)
-		} else {
-			res.err = ctxErr("exec in "+id, ctx, 0)
+			return res, ctxErr("exec in "+id, runCtx, req.Timeout)
 		}
-	default:
-		res.err = died()
+		return res, ctxErr("exec in "+id, ctx, 0)
 	}
-	return res
-}
-
-// defaultShared is whether the sandbox's own network mode shares the
-// host's network: commands in that mode can go through the holder.
-func defaultShared(sandbox providers.Network) bool {
-	return sandbox == providers.NetworkOn
+	return res, pr.initDied()
 }
 
 // feed copies the caller's stdin into the command's. It may outlive Exec

@@ -62,27 +62,13 @@ func runInit() int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	switch cfg.Mode {
-	case modeHold:
-		return runHolder(&cfg, rep, status)
-	case modeCommand:
-		// Started by the holder in new PID and mount namespaces: the
-		// tree and the network already exist.
-		if err := enterRoot(&cfg); err != nil {
-			rep.setupFail(err)
-			return 125
-		}
-	default:
-		if err := buildRoot(&cfg); err != nil {
-			rep.setupFail(err)
-			return 125
-		}
+	if err := buildRoot(&cfg); err != nil {
+		rep.setupFail(err)
+		return 125
 	}
-	if cfg.Mode != modeCommand {
-		if err := setupNetwork(&cfg); err != nil {
-			rep.setupFail(err)
-			return 125
-		}
+	if err := setupNetwork(&cfg); err != nil {
+		rep.setupFail(err)
+		return 125
 	}
 	abi, err := harden(&cfg)
 	if err != nil {
@@ -91,7 +77,7 @@ func runInit() int {
 	}
 	rep.landlock = abi
 	switch cfg.Mode {
-	case modeExec, modeCommand:
+	case modeExec:
 		return runCommand(&cfg, rep)
 	case modeFile:
 		return serveFile(&cfg, rep, ctlr)

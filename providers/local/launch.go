@@ -78,7 +78,17 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	if err != nil {
 		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
-	p.fillConfig(dir, slotN, cfg, sharedNet)
+	cfg.Root = filepath.Join(dir, rootDirName)
+	cfg.Workspace = filepath.Join(dir, workspaceDir)
+	cfg.HomeSrc = filepath.Join(dir, homeDirName)
+	cfg.Home = p.home
+	cfg.SharedNet = sharedNet
+	cfg.Links = p.links
+	cfg.Layers = make([]mountLayer, len(p.layers))
+	work := slotDir(dir, slotN)
+	for i, l := range p.layers {
+		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
+	}
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		slot.Close()
@@ -174,22 +184,6 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
 	}
 	return pr, nil
-}
-
-// fillConfig completes cfg with the mounts of the sandbox in dir, using the
-// overlay work directories of slot slotN.
-func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
-	cfg.Root = filepath.Join(dir, rootDirName)
-	cfg.Workspace = filepath.Join(dir, workspaceDir)
-	cfg.HomeSrc = filepath.Join(dir, homeDirName)
-	cfg.Home = p.home
-	cfg.SharedNet = sharedNet
-	cfg.Links = p.links
-	cfg.Layers = make([]mountLayer, len(p.layers))
-	work := slotDir(dir, slotN)
-	for i, l := range p.layers {
-		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
-	}
 }
 
 // startError classifies a failure to start the init: the kernel refusing

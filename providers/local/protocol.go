@@ -24,14 +24,10 @@ const (
 	commitByte = 'C'
 )
 
-// Init modes: exec and file are the cold inits (one operation each); hold
-// is the long-lived per-sandbox holder; command is the small per-command
-// init the holder starts for each warm Exec.
+// Init modes.
 const (
-	modeExec    = "exec"
-	modeFile    = "file"
-	modeHold    = "hold"
-	modeCommand = "command"
+	modeExec = "exec"
+	modeFile = "file"
 )
 
 // initConfig is everything the init needs; it travels over the control pipe
@@ -62,11 +58,6 @@ type initConfig struct {
 
 	// File mode.
 	File *fileRequest `json:"file,omitempty"`
-
-	// Hold mode: the sandbox's host directory (its metadata vanishing
-	// ends the holder) and how long the holder stays without work.
-	StateDir string `json:"state_dir,omitempty"`
-	IdleNS   int64  `json:"idle_ns,omitempty"`
 }
 
 // mountLayer is one overlay mount of the new root.
@@ -109,8 +100,7 @@ type statusMsg struct {
 	// Open says that a streaming file operation started and its data
 	// follows on stdout.
 	Open bool `json:"open,omitempty"`
-	// Done ends a file operation successfully; from a holder it means
-	// that the holder is ready.
+	// Done ends a file operation successfully.
 	Done bool `json:"done,omitempty"`
 	// Err describes a failure; Setup marks one of building the sandbox
 	// rather than of the operation, Kind and Errno classify it.

@@ -42,9 +42,8 @@ var (
 	_ providers.Grepper  = (*Provider)(nil)
 )
 
-// Provider runs sandboxes as directories under its state directory. It is
-// safe for concurrent use. Between calls, a sandbox that ran commands keeps
-// a holder process (see holder.go) until it has been idle for a while.
+// Provider runs sandboxes as directories under its state directory. It holds
+// no live processes between calls and is safe for concurrent use.
 type Provider struct {
 	// dir holds one directory per sandbox.
 	dir string
@@ -57,12 +56,6 @@ type Provider struct {
 	// links are host top-level symlinks reproduced in the new root
 	// (merged-/usr systems: /bin -> usr/bin, ...).
 	links []link
-	// holderIdle is how long a sandbox's holder stays without commands
-	// (defaultHolderIdle; tests shorten it).
-	holderIdle time.Duration
-	// coldOnly skips the holder: every command builds its sandbox anew
-	// (tests of the cold path, which is also the holder's fallback).
-	coldOnly bool
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -77,7 +70,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: create state directory: %w", err)
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), holderIdle: defaultHolderIdle}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid()}
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
 	return p, nil
@@ -346,12 +339,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	if err := os.Remove(filepath.Join(dir, metaFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
-	}
-	// The holder goes before its mounts' directories do. One that starts
-	// after this (an Exec that loaded the metadata just before) finds
-	// the metadata gone and exits.
-	if err := stopHolder(dir); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
 	if err := removeTree(dir); err != nil {

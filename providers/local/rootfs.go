@@ -1,8 +1,6 @@
 package local
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -20,8 +18,8 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // masking of further paths through initConfig.Masks.
 var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
-// maskSource prefixes the empty file bound over masked files; it is created
-// on the new root's tmpfs and unlinked once every mask is in place.
+// maskSource is the empty file bound over masked files; it is created on the
+// new root's tmpfs and unlinked once every mask is in place.
 const maskSource = "/.sandbox-mask"
 
 // setupError marks a failure to build the sandbox, as opposed to a failure
@@ -44,18 +42,6 @@ func mountErr(what string, err error) error {
 // in the init, inside fresh user and mount namespaces, with the host's view
 // still in place.
 func buildRoot(cfg *initConfig) error {
-	if err := buildTree(cfg); err != nil {
-		return err
-	}
-	return enterRoot(cfg)
-}
-
-// buildTree builds the long-lived part of the new root under cfg.Root: the
-// tmpfs, the overlays, the binds and /dev with its device nodes. The cold
-// init calls it once per command; the holder once for its whole life, and
-// each of its commands then only runs enterRoot in a copy of the holder's
-// mount namespace.
-func buildTree(cfg *initConfig) error {
 	// Nothing we mount may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return &setupError{err: mountErr("make / private", err), unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
@@ -87,41 +73,28 @@ func buildTree(cfg *initConfig) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, root, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
 		return mountErr("nosuid,nodev", err)
 	}
-	for _, d := range []string{"/tmp", "/run", "/proc"} {
-		if err := os.Mkdir(root+d, 0o755); err != nil {
+	tmpfses := []struct{ dst, opts string }{{"/tmp", "mode=1777"}, {"/run", "mode=0755"}}
+	for _, t := range tmpfses {
+		target := root + t.dst
+		if err := os.Mkdir(target, 0o755); err != nil {
 			return err
 		}
-	}
-	return buildDev(root + "/dev")
-}
-
-// enterRoot gives the new root its per-command mounts (a private /tmp, /run,
-// /dev/shm and devpts, and a fresh /proc for the current PID namespace),
-// pivots into it, masks secrets and makes the root tmpfs read-only. It runs
-// in a mount namespace of its own: the cold init's, or the copy of the
-// holder's that each warm command gets.
-func enterRoot(cfg *initConfig) error {
-	root := cfg.Root
-	tmpfses := []struct{ dst, opts string }{{"/tmp", "mode=1777"}, {"/run", "mode=0755"}, {"/dev/shm", "mode=1777"}}
-	for _, t := range tmpfses {
-		if err := unix.Mount("tmpfs", root+t.dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, t.opts); err != nil {
+		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, t.opts); err != nil {
 			return mountErr(t.dst, err)
 		}
 	}
-	if err := unix.Mount("devpts", root+"/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
-		return mountErr("/dev/pts", err)
-	}
 	// A fresh procfs for the new PID namespace, mounted before the pivot:
 	// the inherited /proc is locked and cannot be unmounted.
+	if err := os.Mkdir(root+"/proc", 0o555); err != nil {
+		return err
+	}
 	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return &setupError{err: mountErr("/proc", err), unavailable: errors.Is(err, unix.EPERM)}
 	}
-	// The root tmpfs may be shared with concurrent commands (warm path):
-	// each one uses a mask source of its own.
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	mask := maskSource + "-" + hex.EncodeToString(rnd[:])
-	if err := os.WriteFile(root+mask, nil, 0); err != nil {
+	if err := buildDev(root + "/dev"); err != nil {
+		return err
+	}
+	if err := os.WriteFile(root+maskSource, nil, 0); err != nil {
 		return err
 	}
 	resolv := -1
@@ -143,7 +116,7 @@ func enterRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := applyMasks(mask, append(maskedFiles, cfg.Masks...)); err != nil {
+	if err := applyMasks(append(maskedFiles, cfg.Masks...)); err != nil {
 		return err
 	}
 	// The root tmpfs only holds mount points: read-only from now on.
@@ -187,8 +160,8 @@ func overlayEscape(p string) string {
 	return b.String()
 }
 
-// buildDev creates a minimal /dev: a few host device nodes, the mount points
-// of devpts and /dev/shm, and the usual symlinks.
+// buildDev creates a minimal /dev: a few host device nodes, a private devpts,
+// a /dev/shm tmpfs and the usual symlinks.
 func buildDev(dev string) error {
 	if err := os.Mkdir(dev, 0o755); err != nil {
 		return err
@@ -205,12 +178,17 @@ func buildDev(dev string) error {
 			return mountErr("/dev/"+n, err)
 		}
 	}
-	// devpts and /dev/shm are mounted per command by enterRoot.
 	if err := os.Mkdir(dev+"/pts", 0o755); err != nil {
 		return err
 	}
+	if err := unix.Mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return mountErr("/dev/pts", err)
+	}
 	if err := os.Mkdir(dev+"/shm", 0o1777); err != nil {
 		return err
+	}
+	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return mountErr("/dev/shm", err)
 	}
 	links := [][2]string{
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"},
@@ -241,18 +219,18 @@ func pivot(root string) error {
 // applyMasks binds the empty mask file over every masked path that is a
 // regular file. It runs after the pivot, so a path the sandbox turned into a
 // symlink resolves inside the sandbox.
-func applyMasks(source string, paths []string) error {
+func applyMasks(paths []string) error {
 	for _, p := range paths {
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
-		if err := unix.Mount(source, p, "", unix.MS_BIND, ""); err != nil {
+		if err := unix.Mount(maskSource, p, "", unix.MS_BIND, ""); err != nil {
 			return mountErr("mask over "+p, err)
 		}
 		_ = unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
 	}
-	return os.Remove(source)
+	return os.Remove(maskSource)
 }
 
 // attachResolvConf makes the host's resolver configuration visible when the
