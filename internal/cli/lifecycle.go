@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -132,8 +133,8 @@ func newDeleteCmd(app *App) *cobra.Command {
   sandbox delete --expired`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if app.flags.sandboxID != "" {
-				args = append(args, app.flags.sandboxID)
+			if id := app.flags.sandboxID; id != "" && !slices.Contains(args, id) {
+				args = append(args, id)
 			}
 			if len(args) == 0 && !expired && !all && len(labels) == 0 {
 				return &UsageError{Err: errors.New("delete needs sandbox ids, --label k=v, --all or --expired")}
