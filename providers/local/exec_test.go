@@ -151,11 +151,8 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	// The escapees wait for a file the test creates after the timeout, so
-	// they can only leave a marker if they survived it.
-	wait := "while [ ! -e /workspace/go ]; do sleep 0.05; done"
 	start := time.Now()
-	r := run(t, p, id, "setsid sh -c '"+wait+"; touch /workspace/escaped' & nohup sh -c '"+wait+"; touch /workspace/nohup' >/dev/null 2>&1 & touch /workspace/started; sleep 30",
+	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/escaped' & nohup sh -c '"+waitForGo+"; touch /workspace/nohup' >/dev/null 2>&1 & touch /workspace/started; sleep 30",
 		func(r *providers.ExecRequest) { r.Timeout = 1500 * time.Millisecond })
 	if !errors.Is(r.err, providers.ErrTimeout) || !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("Exec = %v, want ErrTimeout", r.err)
@@ -166,35 +163,36 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	if _, err := os.Lstat(workspaceFile(p, id, "started")); err != nil {
 		t.Fatalf("the command never ran before the timeout: %v", err)
 	}
-	if err := os.WriteFile(workspaceFile(p, id, "go"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second)
-	for _, name := range []string{"escaped", "nohup"} {
-		if _, err := os.Lstat(workspaceFile(p, id, name)); err == nil {
-			t.Errorf("a background process (%s) survived the timeout", name)
-		}
-	}
+	assertNoneSurvived(t, p, id, "escaped", "nohup")
 }
 
 func TestExecExitKillsBackground(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	// The children wait for a file the test creates only after Exec has
-	// returned, so the check does not depend on how loaded the machine is.
-	wait := "while [ ! -e /workspace/go ]; do sleep 0.05; done"
-	r := run(t, p, id, "setsid sh -c '"+wait+"; touch /workspace/left' >/dev/null 2>&1 & ("+wait+"; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
+	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/left' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
 	if r.err != nil || r.code != 0 {
 		t.Fatalf("exec: %+v", r)
 	}
+	assertNoneSurvived(t, p, id, "left", "sub")
+}
+
+// waitForGo is a shell loop that blocks until /workspace/go exists: the
+// background children of these tests run it so that they can only leave
+// their marker if they are still alive when the test creates the file.
+const waitForGo = "while [ ! -e /workspace/go ]; do sleep 0.05; done"
+
+// assertNoneSurvived creates /workspace/go and checks, a second later, that
+// no child left one of the named markers in the workspace.
+func assertNoneSurvived(t *testing.T, p *Provider, id string, markers ...string) {
+	t.Helper()
 	if err := os.WriteFile(workspaceFile(p, id, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	for _, name := range []string{"left", "sub"} {
+	for _, name := range markers {
 		if _, err := os.Lstat(workspaceFile(p, id, name)); err == nil {
-			t.Errorf("a background process (%s) outlived the command", name)
+			t.Errorf("a background process (%s) survived", name)
 		}
 	}
 }
