@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 command -v bwrap >/dev/null || { echo "bench: install bubblewrap (apt-get install bubblewrap)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'XDG_STATE_HOME=$work/state "$work/sandbox" delete --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-go build -o "$work/sandbox" ./cmd/sandbox
+CGO_ENABLED=0 go build -o "$work/sandbox" ./cmd/sandbox
 go build -o "$work/pair" ./bench/pair
 export XDG_STATE_HOME=$work/state XDG_CONFIG_HOME=$work/config
 id=$("$work/sandbox" create 2>/dev/null)
