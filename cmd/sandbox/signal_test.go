@@ -215,7 +215,9 @@ func TestInterruptLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestFailuresLeaveNothing covers a failed setup and a provider error.
+// TestFailuresLeaveNothing checks the exit code of each kind of failure
+// (failed setup, provider error, denial, timeout, passthrough, usage) and
+// that none leaves a sandbox behind.
 func TestFailuresLeaveNothing(t *testing.T) {
 	bin := buildBinary(t)
 	tests := []struct {
@@ -233,6 +235,23 @@ func TestFailuresLeaveNothing(t *testing.T) {
 		}, 1},
 		{"denied operation", func(c *runner) []string {
 			return []string{"--deny", "exec", "exec", "--", "true"}
+		}, 3},
+		{"timeout", func(c *runner) []string {
+			return []string{"--timeout", "1s", "exec", "--", "sleep", "30"}
+		}, 124},
+		{"exit status passes through", func(c *runner) []string {
+			return []string{"exec", "--", "sh", "-c", "exit 7"}
+		}, 7},
+		{"command not found", func(c *runner) []string {
+			return []string{"exec", "--", "no-such-command"}
+		}, 127},
+		{"usage error", func(c *runner) []string {
+			return []string{"exec", "--no-such-flag", "--", "true"}
+		}, 2},
+		{"denied by a policy file in a scripted run", func(c *runner) []string {
+			plan := filepath.Join(c.dir, "plan.yaml")
+			os.WriteFile(plan, []byte("steps:\n  - exec: \"echo hi\"\n"), 0o644)
+			return []string{"run", plan}
 		}, 3},
 	}
 	for _, tt := range tests {
