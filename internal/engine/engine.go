@@ -89,9 +89,6 @@ func New(opts Options) *Engine {
 // Store exposes the registry of created sandboxes.
 func (e *Engine) Store() *Store { return e.store }
 
-// Registry exposes the provider registry.
-func (e *Engine) Registry() *providers.Registry { return e.opts.Registry }
-
 // Config is the configuration handed to provider constructors.
 func (e *Engine) Config() providers.Config {
 	return providers.Config{Getenv: e.opts.Getenv, StateDir: e.opts.StateDir}
@@ -114,15 +111,6 @@ func (e *Engine) provider(name string) (providers.Provider, error) {
 	}
 	e.providers[name] = p
 	return p, nil
-}
-
-// Capabilities returns what the named provider declares, without building it.
-func (e *Engine) Capabilities(name string) (providers.Capabilities, error) {
-	reg, err := e.opts.Registry.Lookup(name)
-	if err != nil {
-		return providers.Capabilities{}, err
-	}
-	return reg.Capabilities, nil
 }
 
 // Close releases provider connections.

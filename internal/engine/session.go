@@ -36,17 +36,8 @@ func (s *Session) ID() string { return s.info.ID }
 // Gate is the only way to operate on the sandbox.
 func (s *Session) Gate() *approval.Gate { return s.gate }
 
-// Env is the environment given with --env, for every command.
-func (s *Session) Env() map[string]string { return s.env }
-
 // Created reports whether this run created the sandbox.
 func (s *Session) Created() bool { return s.created }
-
-// SetKeep changes whether a created sandbox survives Close.
-func (s *Session) SetKeep(keep bool) { s.keep = keep }
-
-// Capabilities of the sandbox's provider.
-func (s *Session) Capabilities() providers.Capabilities { return s.provider.Capabilities() }
 
 // ReattachCommand is the command line that reopens this sandbox.
 func (s *Session) ReattachCommand() string {
@@ -153,7 +144,6 @@ func (s *Session) runSetup(ctx context.Context, o OpenOptions) error {
 	} else {
 		e.emit(Event{Type: "setup", Action: "succeeded"})
 	}
-	e.store.Modify(s.info.ID, func(r *Record) { r.SetupHash = script.Hash })
 	return nil
 }
 
@@ -181,7 +171,6 @@ func (s *Session) closeWith(ctx context.Context, cause error) {
 			return
 		}
 		if s.keep && cause == nil {
-			e.store.Modify(s.info.ID, func(r *Record) { r.Kept = true })
 			cmd := s.ReattachCommand()
 			fmt.Fprintf(e.opts.Progress, "kept sandbox %s; reattach with: %s\n", s.info.ID, cmd)
 			e.emit(Event{Type: "lifecycle", Action: "kept", Sandbox: &s.info, Reattach: cmd})

@@ -22,10 +22,6 @@ type Record struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
 	ExpiresAt time.Time         `json:"expires_at,omitzero"`
-	// Kept is true once a run chose to keep the sandbox past its exit.
-	Kept bool `json:"kept,omitempty"`
-	// SetupHash is the hash of the last setup script that succeeded.
-	SetupHash string `json:"setup_hash,omitempty"`
 }
 
 // Store is the registry of created sandboxes: one JSON file guarded by an
@@ -74,17 +70,6 @@ func (s *Store) All() ([]Record, error) {
 func (s *Store) Put(r Record) error {
 	return s.update(true, func(m map[string]Record) error {
 		m[r.ID] = r
-		return nil
-	})
-}
-
-// Modify applies fn to the record for id when it exists.
-func (s *Store) Modify(id string, fn func(*Record)) error {
-	return s.update(true, func(m map[string]Record) error {
-		if r, ok := m[id]; ok {
-			fn(&r)
-			m[id] = r
-		}
 		return nil
 	})
 }
