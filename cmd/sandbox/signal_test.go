@@ -169,6 +169,8 @@ func TestInterruptLeavesNothing(t *testing.T) {
 				big.Close()
 				return []string{"upload", src, "/workspace/src"}
 			},
+			// The destination appears once data is flowing into the sandbox.
+			marker: "src",
 		},
 	}
 	for _, tt := range tests {
