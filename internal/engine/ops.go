@@ -219,8 +219,10 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 
 	// Where the entries go, and under which names.
 	dst, entry := remote, ""
+	remoteExists := false
 	if !lfi.IsDir() {
 		rfi, err := s.gate.Stat(ctx, s.info.ID, remote)
+		remoteExists = err == nil
 		switch {
 		case err == nil && rfi.IsDir():
 			dirMode = true
@@ -236,9 +238,24 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 		}
 	}
 	details := approval.Details{Dest: remote, Bytes: total}
-	existing, err := s.existingRemote(ctx, dst)
-	if err != nil {
-		return err
+	// Which destination files exist already: a directory upload lists the
+	// destination; a single file needs only its own target checked.
+	existing := map[string]struct{}{}
+	switch target := path.Join(dst, entry); {
+	case entry == "":
+		if existing, err = s.existingRemote(ctx, dst); err != nil {
+			return err
+		}
+	case dirMode:
+		if _, err := s.gate.Stat(ctx, s.info.ID, target); err == nil {
+			existing[target] = struct{}{}
+		} else if !errors.Is(err, providers.ErrNotFound) {
+			return err
+		}
+	default:
+		if remoteExists {
+			existing[target] = struct{}{}
+		}
 	}
 	var clash []string
 	for _, f := range files {
