@@ -224,18 +224,8 @@ func (a *App) open(ctx context.Context, o engine.OpenOptions) (*engine.Session, 
 
 // callContext applies --timeout to one call.
 func (a *App) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if a.flags.timeout > 0 {
-		return context.WithTimeoutCause(ctx, a.flags.timeout, fmt.Errorf("--timeout %s elapsed: %w", a.flags.timeout, providers.ErrTimeout))
-	}
-	return context.WithCancel(ctx)
+	return engine.WithCallTimeout(ctx, a.flags.timeout, fmt.Sprintf("--timeout %s", a.flags.timeout))
 }
 
 // timeoutErr turns a deadline from --timeout into a timeout error.
-func timeoutErr(ctx context.Context, err error) error {
-	if err != nil && errors.Is(err, context.DeadlineExceeded) {
-		if cause := context.Cause(ctx); cause != nil {
-			return cause
-		}
-	}
-	return err
-}
+func timeoutErr(ctx context.Context, err error) error { return engine.CallError(ctx, err) }

@@ -118,9 +118,9 @@ func runStep(ctx context.Context, s *engine.Session, st Step, o Options) (code i
 	capture := &capBuffer{limit: outputLimit}
 	stdout := writers(o.Stdout, capture)
 	stderr := writers(o.Stderr, capture)
-	if st.Op != "exec" && timeout > 0 {
+	if st.Op != "exec" {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("step timeout %s elapsed: %w", timeout, providers.ErrTimeout))
+		ctx, cancel = engine.WithCallTimeout(ctx, timeout, fmt.Sprintf("step timeout %s", timeout))
 		defer cancel()
 	}
 	switch st.Op {
@@ -165,12 +165,7 @@ func runStep(ctx context.Context, s *engine.Session, st Step, o Options) (code i
 	default:
 		err = fmt.Errorf("unknown operation %q", st.Op)
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) {
-		if cause := context.Cause(ctx); cause != nil {
-			err = cause
-		}
-	}
-	return code, capture.String(), capture.truncated, err
+	return code, capture.String(), capture.truncated, engine.CallError(ctx, err)
 }
 
 func or(a, b string) string {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -321,5 +322,25 @@ func TestSessionWriteRefusesOverwrite(t *testing.T) {
 	}
 	if err := s.Read(ctx, "../x", &b); !errors.Is(err, providers.ErrInvalid) {
 		t.Fatalf(".. path: %v", err)
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := WithCallTimeout(context.Background(), time.Millisecond, "--timeout 1ms")
+	defer cancel()
+	<-ctx.Done()
+	err := CallError(ctx, fmt.Errorf("read: %w", ctx.Err()))
+	if !errors.Is(err, providers.ErrTimeout) || !strings.Contains(err.Error(), "--timeout 1ms elapsed") {
+		t.Fatalf("CallError = %v", err)
+	}
+	other := errors.New("boom")
+	if CallError(ctx, other) != other {
+		t.Fatal("unrelated errors must pass unchanged")
+	}
+	free, cancel2 := WithCallTimeout(context.Background(), 0, "none")
+	defer cancel2()
+	if _, ok := free.Deadline(); ok {
+		t.Fatal("zero duration must not set a deadline")
 	}
 }
