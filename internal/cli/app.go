@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/internal/config"
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/setup"
 )
@@ -32,7 +33,8 @@ type App struct {
 	policy     *approval.Policy
 	audit      *approval.AuditLog
 	engine     *engine.Engine
-	events     *eventWriter
+	// events prints --json events as JSON Lines on stdout, masked.
+	events *output.Lines
 }
 
 // init runs before every command: it resolves configuration, the policy and
@@ -73,7 +75,7 @@ func (a *App) init(cmd *cobra.Command) error {
 	if a.flags.network != "" && a.flags.network != "on" && a.flags.network != "off" {
 		return &UsageError{Err: fmt.Errorf("--network must be on or off, not %q", a.flags.network)}
 	}
-	a.events = &eventWriter{w: a.streams.Out, mask: a.masker.String}
+	a.events = output.NewLines(a.streams.Out, a.masker.String)
 
 	def := file.Provider
 	if v := a.env.Get("SANDBOX_PROVIDER"); v != "" && def == "" {
@@ -99,7 +101,7 @@ func (a *App) init(cmd *cobra.Command) error {
 		Progress:        a.streams.Err,
 	}
 	if a.flags.json {
-		opts.Events = a.events.engineEvent
+		opts.Events = func(ev engine.Event) { a.events.Write(ev) }
 	}
 	a.engine = engine.New(opts)
 	return nil

@@ -71,7 +71,7 @@ func newExecCmd(app *App) *cobra.Command {
 					return err
 				}
 				if app.flags.json {
-					app.events.write(resultEvent{Type: "result", ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds()})
+					app.events.Write(resultEvent{Type: "result", ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds()})
 				}
 				if res.ExitCode != 0 {
 					return &ExitStatus{Code: res.ExitCode}
@@ -104,9 +104,9 @@ type resultEvent struct {
 }
 
 // streamEvents turns output chunks into --json events.
-func streamEvents(ev *eventWriter, stream string) io.Writer {
+func streamEvents(ev *output.Lines, stream string) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		ev.write(outputEvent{Type: "output", Stream: stream, Data: string(p)})
+		ev.Write(outputEvent{Type: "output", Stream: stream, Data: string(p)})
 		return len(p), nil
 	})
 }

@@ -45,7 +45,7 @@ With --json every lifecycle, setup, decision and step event is one JSON line.`,
 			}
 			o := driver.Options{Timeout: app.flags.timeout}
 			if app.flags.json {
-				o.Events = func(ev driver.StepEvent) { app.events.write(ev) }
+				o.Events = func(ev driver.StepEvent) { app.events.Write(ev) }
 			} else {
 				o.Stdout = app.masker.Writer(app.streams.Out)
 				o.Stderr = app.masker.Writer(app.streams.Err)
