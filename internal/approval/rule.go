@@ -112,8 +112,15 @@ func cleanGlob(pat string) (string, error) {
 	if strings.HasPrefix(pat, "/") {
 		trailing := strings.HasSuffix(pat, "/") && len(pat) > 1
 		// The rule text is trimmed when parsed, so the canonical form must
-		// not end in space that cleaning uncovered ("0 /." → "0 ").
-		pat = strings.TrimSpace(path.Clean(pat))
+		// not end in space that cleaning uncovered ("0 /." → "0 "), nor
+		// hold what trimming uncovered; clean and trim until stable.
+		for {
+			clean := strings.TrimSpace(path.Clean(pat))
+			if clean == pat {
+				break
+			}
+			pat = clean
+		}
 		if trailing {
 			// "dir/" means everything below dir.
 			pat = strings.TrimSuffix(pat, "/") + "/**"
