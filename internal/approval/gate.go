@@ -66,6 +66,72 @@ type Gate struct {
 	mu       sync.Mutex
 	session  []PolicyRule
 	approved map[Source]string // source → origin of its standing approval
+	mode     Mode
+}
+
+// Mode is how a Gate treats requests that no deny rule decides, switched
+// at run time (the TUI's /mode). The zero Mode is ModeSession.
+type Mode string
+
+// Gate modes.
+const (
+	// ModeAsk asks about every request the policy alone would ask about:
+	// the rules added for the session are kept but not applied.
+	ModeAsk Mode = "ask"
+	// ModeSession applies the rules added for the session (the default).
+	ModeSession Mode = "session"
+	// ModeAll allows every request that no deny or ask rule matches, as
+	// --yes does.
+	ModeAll Mode = "all"
+)
+
+// ParseMode parses "ask", "session" or "all".
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
+	case ModeAsk, ModeSession, ModeAll:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown approval mode %q: use ask, session or all", s)
+}
+
+// SetMode switches the mode for the requests decided from now on.
+func (g *Gate) SetMode(m Mode) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mode = m
+}
+
+// Mode returns the current mode.
+func (g *Gate) Mode() Mode {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mode == "" {
+		return ModeSession
+	}
+	return g.mode
+}
+
+// evaluate applies the policy, the session rules and the mode to req.
+func (g *Gate) evaluate(req Request) verdict {
+	g.mu.Lock()
+	mode, session := g.mode, slices.Clone(g.session)
+	g.mu.Unlock()
+	p := g.policy
+	switch mode {
+	case ModeAsk:
+		session = nil
+	case ModeAll:
+		if !p.Yes {
+			c := *p
+			c.Yes = true
+			v := c.evaluate(req, session)
+			if v.stage == stageYes {
+				v.origin, v.by = "/mode all", "user"
+			}
+			return v
+		}
+	}
+	return p.evaluate(req, session)
 }
 
 var (
@@ -379,14 +445,13 @@ func (g *Gate) Edit(ctx context.Context, id, path, old, new string, all bool) (E
 
 	// Decide what can be decided without the diff, so a denied edit never
 	// reaches the provider, not even to read.
-	session := g.sessionRules()
 	readReq := req
 	readReq.Kind = KindRead
-	if g.policy.evaluate(readReq, session).effect == Deny {
+	if g.evaluate(readReq).effect == Deny {
 		_, err := g.decide(ctx, readReq)
 		return EditResult{}, err
 	}
-	if v := g.policy.evaluate(req, session); v.effect == Deny || (v.effect == Ask && g.approver == nil) {
+	if v := g.evaluate(req); v.effect == Deny || (v.effect == Ask && g.approver == nil) {
 		_, err := g.decide(ctx, req)
 		return EditResult{}, err
 	}
@@ -689,7 +754,7 @@ func (g *Gate) decide(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	session := g.sessionRules()
-	v := g.policy.evaluate(req, session)
+	v := g.evaluate(req)
 	if origin, ok := g.approvedOrigin(req.Source); ok && v.effect != Allow && v.stage != stageDeny {
 		v = verdict{Allow, origin, "flag", v.stage}
 	}

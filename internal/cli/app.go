@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/sandbox/internal/config"
 	"github.com/agentbox/sandbox/internal/engine"
 	"github.com/agentbox/sandbox/internal/output"
+	"github.com/agentbox/sandbox/internal/tui"
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/setup"
 )
@@ -35,6 +36,9 @@ type App struct {
 	engine     *engine.Engine
 	// events prints --json events as JSON Lines on stdout, masked.
 	events *output.Lines
+	// bridge is the TUI's approver and event sink when bare `sandbox`
+	// opens the TUI; nil otherwise.
+	bridge *tui.Bridge
 }
 
 // init runs before every command: it resolves configuration, the policy and
@@ -102,6 +106,13 @@ func (a *App) init(cmd *cobra.Command) error {
 	}
 	if a.flags.json {
 		opts.Events = func(ev engine.Event) { a.events.Write(ev) }
+	}
+	if cmd == cmd.Root() && a.tuiTerminal() {
+		// The TUI asks in its dialog and shows progress in its scrollback.
+		a.bridge = tui.NewBridge(a.streams.Err)
+		opts.Approver = a.bridge
+		opts.Events = a.bridge.Event
+		opts.Progress = a.bridge.Progress()
 	}
 	a.engine = engine.New(opts)
 	return nil

@@ -130,12 +130,12 @@ deleted afterwards (unless --keep).`,
 		Args:              cobra.NoArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return app.init(cmd) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !app.streams.InTTY || !app.streams.OutTTY {
+			if !app.tuiTerminal() || app.bridge == nil {
 				cmd.SetOut(app.streams.Err)
 				cmd.Usage()
 				return &UsageError{Err: errors.New("no verb given and no terminal for the interactive mode")}
 			}
-			return &UsageError{Err: errors.New("the interactive TUI is not available in this build yet; use a verb such as `sandbox exec -- CMD`")}
+			return app.runTUI(cmd)
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })

@@ -39,6 +39,13 @@ func (s *Session) Gate() *approval.Gate { return s.gate }
 // Created reports whether this run created the sandbox.
 func (s *Session) Created() bool { return s.created }
 
+// SetKeep decides whether Close keeps a sandbox this run created (the
+// TUI's quit prompt); it must not be called concurrently with Close.
+func (s *Session) SetKeep(keep bool) { s.keep = keep }
+
+// Keep reports whether Close keeps a sandbox this run created.
+func (s *Session) Keep() bool { return s.keep }
+
 // ReattachCommand is the command line that reopens this sandbox.
 func (s *Session) ReattachCommand() string {
 	return ReattachCommand(s.info.Provider, s.info.ID)

@@ -1,0 +1,216 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// command is one parsed input line.
+type command struct {
+	// name is "exec" for !cmd (and plain text in shell mode), else the
+	// slash command without its slash.
+	name string
+	// args are the words after the name; for exec, args[0] is the whole
+	// shell command line.
+	args []string
+	// rest is the text after the name (and, for /write, after the path)
+	// taken verbatim.
+	rest string
+}
+
+// commands lists the slash commands and their usage, for /help and errors.
+var commands = []struct{ name, usage, help string }{
+	{"read", "/read PATH", "print a file"},
+	{"write", "/write PATH [TEXT]", "write TEXT (or what you type in the editor: $EDITOR, else a multi-line input)"},
+	{"edit", "/edit PATH [OLD NEW]", "replace OLD with NEW (quoted words), or edit the whole file in the editor"},
+	{"ls", "/ls [PATH]", "list a directory"},
+	{"glob", "/glob PATTERN [ROOT]", "find paths matching a glob"},
+	{"grep", "/grep PATTERN [PATH]", "search file contents"},
+	{"upload", "/upload LOCAL REMOTE", "copy host files into the sandbox"},
+	{"download", "/download REMOTE LOCAL", "copy sandbox files to the host"},
+	{"run", "/run PLAN", "run a plan file; its steps are asked about as source script"},
+	{"mode", "/mode [ask|session|all]", "switch the approval mode (shift+tab cycles)"},
+	{"shell", "/shell", "toggle shell mode: plain text runs as a command (ctrl+t)"},
+	{"clear", "/clear", "clear the scrollback"},
+	{"help", "/help", "show this help"},
+	{"quit", "/quit", "leave (a sandbox this run created is deleted unless kept)"},
+}
+
+func usageOf(name string) string {
+	for _, c := range commands {
+		if c.name == name {
+			return c.usage
+		}
+	}
+	return ""
+}
+
+// parseInput turns a line into a command. In shell mode, text without a
+// leading / runs as a command; outside it, !cmd does.
+func parseInput(text string, shellMode bool) (command, error) {
+	t := strings.TrimSpace(text)
+	switch {
+	case t == "":
+		return command{}, errors.New("empty input")
+	case strings.HasPrefix(t, "!"):
+		sh := strings.TrimSpace(t[1:])
+		if sh == "" {
+			return command{name: "shell"}, nil
+		}
+		return command{name: "exec", args: []string{sh}, rest: sh}, nil
+	case !strings.HasPrefix(t, "/"):
+		if shellMode {
+			return command{name: "exec", args: []string{t}, rest: t}, nil
+		}
+		return command{}, fmt.Errorf("%q is not a command: start a command with ! (or switch to shell mode with ctrl+t), or type /help", t)
+	}
+	name, rest, _ := strings.Cut(t[1:], " ")
+	rest = strings.TrimLeft(rest, " ")
+	known := false
+	for _, c := range commands {
+		known = known || c.name == name
+	}
+	if !known {
+		return command{}, fmt.Errorf("unknown command /%s; type /help", name)
+	}
+	c := command{name: name, rest: rest}
+	if name == "write" {
+		// The text after the path is taken as it is.
+		p, text, _ := strings.Cut(rest, " ")
+		c.args = []string{p}
+		if p == "" {
+			c.args = nil
+		}
+		c.rest = text
+		return c, nil
+	}
+	args, err := splitWords(rest)
+	if err != nil {
+		return command{}, err
+	}
+	c.args = args
+	return c, nil
+}
+
+// checkArgs validates the argument count of a slash command.
+func (c command) checkArgs(minArgs, maxArgs int) error {
+	if len(c.args) < minArgs || len(c.args) > maxArgs {
+		return fmt.Errorf("usage: %s", usageOf(c.name))
+	}
+	return nil
+}
+
+// splitWords splits on spaces, honouring '…' and "…" quotes and \ escapes
+// (outside single quotes).
+func splitWords(s string) ([]string, error) {
+	var (
+		out   []string
+		cur   strings.Builder
+		in    bool
+		quote rune
+		esc   bool
+	)
+	for _, r := range s {
+		switch {
+		case esc:
+			cur.WriteRune(r)
+			esc = false
+		case r == '\\' && quote != '\'':
+			esc, in = true, true
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated %c quote", quote)
+	}
+	if esc {
+		cur.WriteRune('\\')
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+// history is the input history, oldest first.
+type history struct {
+	items []string
+	pos   int    // len(items) when not browsing
+	draft string // what was typed before browsing
+}
+
+func (h *history) push(s string) {
+	if s != "" && (len(h.items) == 0 || h.items[len(h.items)-1] != s) {
+		h.items = append(h.items, s)
+	}
+	h.pos = len(h.items)
+}
+
+// prev returns the older entry (the current text when there is none).
+func (h *history) prev(current string) string {
+	if h.pos == len(h.items) {
+		h.draft = current
+	}
+	if h.pos > 0 {
+		h.pos--
+		return h.items[h.pos]
+	}
+	return current
+}
+
+// next returns the newer entry, or the draft past the newest.
+func (h *history) next(current string) string {
+	if h.pos >= len(h.items) {
+		return current
+	}
+	h.pos++
+	if h.pos == len(h.items) {
+		return h.draft
+	}
+	return h.items[h.pos]
+}
+
+// completionTarget returns the word being completed at the end of text and
+// the text before it, or ok=false when the end is not a path argument.
+func completionTarget(text string) (before, word string, ok bool) {
+	i := strings.LastIndexByte(text, ' ')
+	if i < 0 {
+		return "", "", false
+	}
+	before, word = text[:i+1], text[i+1:]
+	if strings.HasPrefix(strings.TrimSpace(text), "/upload") && strings.Count(strings.TrimSpace(before), " ") < 1 {
+		return "", "", false // the first argument of /upload is a host path
+	}
+	return before, word, true
+}
+
+// commonPrefix is the longest prefix all of ss share.
+func commonPrefix(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	p := ss[0]
+	for _, s := range ss[1:] {
+		for !strings.HasPrefix(s, p) {
+			p = p[:len(p)-1]
+		}
+	}
+	return p
+}

@@ -1,0 +1,534 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/progress"
+	"github.com/charmbracelet/bubbles/spinner"
+	"github.com/charmbracelet/bubbles/textarea"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/muesli/termenv"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/providers"
+)
+
+// phase is where the model is in its life.
+type phase int
+
+const (
+	phaseOpening phase = iota // creating, reusing, setting up
+	phaseReady
+	phaseFailed // the session did not open; any key leaves
+	phaseQuit   // the quit prompt is open
+)
+
+// opState is one running operation.
+type opState struct {
+	id     int
+	title  string
+	start  time.Time
+	cancel context.CancelFunc
+	// transfer is set for an upload or download once bytes flow.
+	transfer *transferState
+}
+
+type transferState struct {
+	done, total int64
+	start       time.Time
+	at          time.Time
+}
+
+// editTarget is what the multi-line editor is writing.
+type editTarget struct {
+	path   string
+	edit   bool   // /edit: replace before with the result
+	before string // the file's content when the edit began
+}
+
+// model is the one root model.
+type model struct {
+	ctx    context.Context
+	o      Options
+	now    func() time.Time
+	keys   keyMap
+	st     Styles
+	bridge *Bridge
+	opener *opener
+
+	width, height int
+	phase         phase
+	session       *engine.Session
+	info          providers.Info
+	mode          approval.Mode
+	state         string // shown in the status line while opening
+	openCancel    context.CancelFunc
+
+	sb      *scrollback
+	dlg     *dialog
+	input   textinput.Model
+	hist    history
+	shell   bool
+	editor  textarea.Model
+	editing *editTarget
+	spin    spinner.Model
+	bar     progress.Model
+	help    help.Model
+
+	ops    map[int]*opState
+	order  []int // running operation ids, oldest first
+	nextOp int
+	// interrupted is set by a ctrl+c that cancelled operations; it is
+	// cleared by the next other key.
+	interrupted bool
+}
+
+func newModel(ctx context.Context, o Options) *model {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Bridge == nil {
+		o.Bridge = NewBridge(nil)
+	}
+	if o.Out == nil {
+		o.Out = os.Stderr
+	}
+	st := NewStyles(o.Out, o.Color)
+	m := &model{
+		ctx: ctx, o: o, now: o.Now, keys: newKeyMap(), st: st, bridge: o.Bridge,
+		opener: &opener{done: make(chan struct{})},
+		width:  80, height: 24,
+		mode:  approval.ModeSession,
+		state: "opening",
+		sb:    newScrollback(o.Mask),
+		ops:   map[int]*opState{},
+	}
+	m.dlg = newDialog(&m.keys)
+	m.input = textinput.New()
+	m.input.Prompt = "> "
+	m.input.Placeholder = "!command, or /help"
+	m.input.PromptStyle = st.Prompt
+	m.input.Focus()
+	m.editor = textarea.New()
+	m.editor.ShowLineNumbers = false
+	m.editor.CharLimit = 0
+	m.spin = spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(st.Info))
+	popts := []progress.Option{progress.WithSolidFill(string(st.Bar)), progress.WithoutPercentage()}
+	if !o.Color {
+		popts = append(popts, progress.WithColorProfile(termenv.Ascii))
+	}
+	m.bar = progress.New(popts...)
+	m.help = help.New()
+	m.help.Styles.ShortKey = st.HelpKey
+	m.help.Styles.ShortDesc = st.Help
+	m.help.Styles.ShortSeparator = st.Help
+	m.help.Styles.Ellipsis = st.Help
+	if o.Setup != "" {
+		m.sb.add(kindInfo, "setup script: "+o.Setup)
+	}
+	return m
+}
+
+// Messages produced by commands.
+type (
+	openedMsg struct {
+		s   *engine.Session
+		err error
+	}
+	opDoneMsg struct {
+		id  int
+		res opResult
+	}
+	tickMsg       time.Time
+	completionMsg struct {
+		input string // the input the completion was asked for
+		before      string
+		dir         string
+		names       []string
+		err         error
+	}
+	editorDoneMsg struct {
+		target  editTarget
+		content string
+		err     error
+	}
+	loadedMsg struct {
+		target editTarget
+		err    error
+	}
+)
+
+// Init starts the bridge, the spinner, the clock and opening the session.
+func (m *model) Init() tea.Cmd {
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.openCancel = cancel
+	op := m.opener
+	open := m.o.Open
+	return tea.Batch(m.bridge.wait(), m.spin.Tick, tick(), textinput.Blink, func() tea.Msg {
+		defer close(op.done)
+		if open == nil {
+			op.err = fmt.Errorf("no session to open")
+			return openedMsg{err: op.err}
+		}
+		op.session, op.err = open(ctx)
+		return openedMsg{s: op.session, err: op.err}
+	})
+}
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// busy reports whether the spinner should turn.
+func (m *model) busy() bool { return m.phase == phaseOpening || len(m.ops) > 0 }
+
+// Update routes a message; it never does I/O.
+func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmd := m.update(msg)
+	return m, cmd
+}
+
+func (m *model) update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		return nil
+	case batchMsg:
+		cmds := []tea.Cmd{m.bridge.wait()}
+		for _, x := range msg {
+			cmds = append(cmds, m.update(x))
+		}
+		return tea.Batch(cmds...)
+	case approvalMsg:
+		m.dlg.add(pending{id: msg.id, req: msg.req, reply: msg.reply}, m.now())
+		return nil
+	case approvalGoneMsg:
+		m.dlg.remove(msg.id, m.now())
+		return nil
+	case textMsg:
+		kind := map[stream]lineKind{streamInfo: kindInfo, streamStdout: kindStdout, streamStderr: kindStderr, streamSetup: kindSetup}[msg.stream]
+		m.sb.write(msg.op, msg.stream, kind, msg.data)
+		return nil
+	case eventMsg:
+		m.event(msg.ev)
+		return nil
+	case transferMsg:
+		if op, ok := m.ops[msg.op]; ok {
+			if op.transfer == nil {
+				op.transfer = &transferState{start: m.now()}
+			}
+			op.transfer.done, op.transfer.total, op.transfer.at = msg.done, msg.total, m.now()
+		}
+		return nil
+	case openedMsg:
+		return m.opened(msg)
+	case opDoneMsg:
+		m.finish(msg)
+		return nil
+	case completionMsg:
+		m.completed(msg)
+		return nil
+	case loadedMsg:
+		if msg.err != nil {
+			m.sb.add(kindError, "edit: "+msg.err.Error())
+			return nil
+		}
+		return m.openEditor(msg.target)
+	case editorDoneMsg:
+		return m.editorDone(msg)
+	case tickMsg:
+		return tick()
+	case spinner.TickMsg:
+		var cmd tea.Cmd
+		m.spin, cmd = m.spin.Update(msg)
+		return cmd
+	case tea.KeyMsg:
+		return m.key(msg)
+	}
+	// Cursor blinks and the like go to the focused input.
+	var cmd tea.Cmd
+	if m.editing != nil {
+		m.editor, cmd = m.editor.Update(msg)
+	} else {
+		m.input, cmd = m.input.Update(msg)
+	}
+	return cmd
+}
+
+// event shows the engine events worth a line.
+func (m *model) event(ev engine.Event) {
+	switch {
+	case ev.Type == "lifecycle" && ev.Sandbox != nil:
+		switch ev.Action {
+		case "created":
+			m.state = "created"
+			m.info = *ev.Sandbox
+			m.sb.add(kindInfo, fmt.Sprintf("created %s sandbox %s", ev.Sandbox.Provider, ev.Sandbox.ID))
+		case "reused":
+			m.info = *ev.Sandbox
+			m.sb.add(kindInfo, fmt.Sprintf("reusing %s sandbox %s (kept on exit)", ev.Sandbox.Provider, ev.Sandbox.ID))
+		}
+	case ev.Type == "setup":
+		switch ev.Action {
+		case "started":
+			m.state = "setting up"
+		case "succeeded":
+			m.sb.add(kindOK, "setup finished")
+		case "skipped":
+			m.sb.add(kindInfo, "setup already ran here; skipped")
+		case "failed":
+			m.sb.add(kindError, "setup failed")
+		}
+	case ev.Gate != nil && ev.Gate.Type == approval.EventDecision:
+		g := ev.Gate
+		d := g.Decision
+		// Decisions a person (now or by an earlier session rule) made, or
+		// that refused something; default allows would only be noise.
+		if d.By != "user" && d.By != "session" && d.Allow {
+			return
+		}
+		if d.Reason == "not answered" {
+			return
+		}
+		what := fmt.Sprintf("%s %s", g.Request.Kind, g.Request.Target)
+		if d.Allow {
+			s := "allowed " + what
+			if d.Rule != "" {
+				s += " (" + d.Rule + ")"
+			}
+			if d.SessionRule != "" {
+				s += "; session rule added: " + strings.Join(append([]string{d.SessionRule}, d.SessionRules...), ", ")
+			}
+			m.sb.add(kindOK, "✔ "+s)
+			return
+		}
+		s := "denied " + what
+		if d.Rule != "" {
+			s += " by " + d.Rule
+		}
+		if d.Reason != "" {
+			s += ": " + d.Reason
+		}
+		m.sb.add(kindError, "✘ "+s)
+	}
+}
+
+func (m *model) opened(msg openedMsg) tea.Cmd {
+	if msg.err != nil {
+		m.phase = phaseFailed
+		m.sb.add(kindError, "could not open the sandbox: "+msg.err.Error())
+		m.sb.add(kindInfo, "press any key to leave")
+		return nil
+	}
+	m.session = msg.s
+	m.info = msg.s.Info()
+	m.mode = msg.s.Gate().Mode()
+	m.phase = phaseReady
+	m.sb.add(kindOK, fmt.Sprintf("ready: %s sandbox %s. Type !command to run it, /help for more.", m.info.Provider, m.info.ID))
+	return nil
+}
+
+// key handles a key press according to what has the focus.
+func (m *model) key(msg tea.KeyMsg) tea.Cmd {
+	k := m.keys
+	if key.Matches(msg, k.Interrupt) {
+		return m.interrupt()
+	}
+	m.interrupted = false
+	switch {
+	case m.phase == phaseFailed:
+		return tea.Quit
+	case m.phase == phaseQuit:
+		switch {
+		case key.Matches(msg, k.Keep):
+			return m.leave(true)
+		case key.Matches(msg, k.Delete):
+			return m.leave(false)
+		case key.Matches(msg, k.Cancel):
+			m.phase = phaseReady
+		}
+		return nil
+	case m.dlg.open():
+		act := m.dlg.handleKey(msg, m.now())
+		for _, a := range act.answers {
+			a.p.reply <- a.dec // buffered: never blocks
+		}
+		return nil
+	case m.editing != nil:
+		switch {
+		case key.Matches(msg, k.Save):
+			t := *m.editing
+			m.editing = nil
+			return m.editorDoneCmd(t, m.editor.Value())
+		case key.Matches(msg, k.Cancel):
+			m.editing = nil
+			m.sb.add(kindInfo, "cancelled")
+			return nil
+		}
+		var cmd tea.Cmd
+		m.editor, cmd = m.editor.Update(msg)
+		return cmd
+	}
+	switch {
+	case key.Matches(msg, k.Submit):
+		text := m.input.Value()
+		m.input.Reset()
+		m.hist.push(strings.TrimSpace(text))
+		return m.submit(text)
+	case key.Matches(msg, k.Complete):
+		return m.complete()
+	case key.Matches(msg, k.HistPrev):
+		m.input.SetValue(m.hist.prev(m.input.Value()))
+		m.input.CursorEnd()
+		return nil
+	case key.Matches(msg, k.HistNext):
+		m.input.SetValue(m.hist.next(m.input.Value()))
+		m.input.CursorEnd()
+		return nil
+	case key.Matches(msg, k.PageUp):
+		m.sb.scroll(max(1, m.scrollHeight()-1))
+		return nil
+	case key.Matches(msg, k.PageDown):
+		m.sb.scroll(-max(1, m.scrollHeight()-1))
+		return nil
+	case key.Matches(msg, k.Bottom) && m.input.Value() == "":
+		m.sb.offset = 0
+		return nil
+	case key.Matches(msg, k.CycleMode):
+		next := map[approval.Mode]approval.Mode{approval.ModeAsk: approval.ModeSession, approval.ModeSession: approval.ModeAll, approval.ModeAll: approval.ModeAsk}
+		m.setMode(next[m.mode])
+		return nil
+	case key.Matches(msg, k.ShellMode):
+		m.toggleShell()
+		return nil
+	case key.Matches(msg, k.ClearInput):
+		m.input.Reset()
+		return nil
+	}
+	var cmd tea.Cmd
+	m.input, cmd = m.input.Update(msg)
+	return cmd
+}
+
+// interrupt is ctrl+c: it cancels what runs; with nothing running it
+// leaves (or, from the quit prompt, deletes and leaves).
+func (m *model) interrupt() tea.Cmd {
+	switch {
+	case m.phase == phaseOpening:
+		m.openCancel()
+		m.sb.add(kindInfo, "interrupted; cleaning up…")
+		return nil
+	case m.phase == phaseFailed:
+		return tea.Quit
+	case m.phase == phaseQuit:
+		return m.leave(false)
+	case len(m.ops) > 0 && !m.interrupted:
+		m.cancelOps()
+		m.interrupted = true
+		m.sb.add(kindInfo, "^C cancelling the running operation (ctrl+c again leaves)")
+		return nil
+	case m.editing != nil:
+		m.editing = nil
+		m.sb.add(kindInfo, "cancelled")
+		return nil
+	}
+	return m.quit()
+}
+
+// quit leaves, asking first about a sandbox this run created.
+func (m *model) quit() tea.Cmd {
+	if m.session != nil && m.session.Created() && !m.o.Keep {
+		m.phase = phaseQuit
+		return nil
+	}
+	return m.leave(m.o.Keep)
+}
+
+// leave ends the program; Run closes the session (deleting a created
+// sandbox unless keep).
+func (m *model) leave(keep bool) tea.Cmd {
+	m.cancelOps()
+	if m.session != nil {
+		m.session.SetKeep(keep)
+	}
+	return tea.Quit
+}
+
+// cancelOps cancels every running operation.
+func (m *model) cancelOps() {
+	for _, op := range m.ops {
+		op.cancel()
+	}
+}
+
+func (m *model) setMode(mode approval.Mode) {
+	m.mode = mode
+	if m.session != nil {
+		m.session.Gate().SetMode(mode)
+	}
+	desc := map[approval.Mode]string{
+		approval.ModeAsk:     "ask: every request the policy asks about opens the dialog; session rules are not applied",
+		approval.ModeSession: "session: rules you allowed for the session apply; anything else asks",
+		approval.ModeAll:     "all: everything no deny or ask rule matches is allowed without asking",
+	}
+	m.sb.add(kindInfo, "approval mode "+desc[mode])
+}
+
+func (m *model) toggleShell() {
+	m.shell = !m.shell
+	if m.shell {
+		m.input.Prompt = "$ "
+		m.input.Placeholder = "a command to run in the sandbox (/shell or ctrl+t leaves shell mode)"
+	} else {
+		m.input.Prompt = "> "
+		m.input.Placeholder = "!command, or /help"
+	}
+}
+
+// scrollHeight is the number of scrollback rows on screen.
+func (m *model) scrollHeight() int {
+	_, mid, _ := m.layout()
+	return mid
+}
+
+// finish records a finished operation.
+func (m *model) finish(msg opDoneMsg) {
+	op, ok := m.ops[msg.id]
+	if !ok {
+		return
+	}
+	delete(m.ops, msg.id)
+	for i, id := range m.order {
+		if id == msg.id {
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			break
+		}
+	}
+	m.sb.closeStream(msg.id, streamStdout)
+	m.sb.closeStream(msg.id, streamStderr)
+	r := msg.res
+	for _, l := range r.lines {
+		m.sb.push(line{text: m.sb.mask(sanitize(l.text)), kind: l.kind})
+	}
+	took := m.now().Sub(op.start).Round(time.Millisecond)
+	switch {
+	case r.err != nil && (errorsIsCanceled(r.err)):
+		m.sb.add(kindError, fmt.Sprintf("cancelled: %s (after %s)", op.title, took))
+	case r.err != nil:
+		m.sb.add(kindError, r.err.Error())
+	case r.code != nil && *r.code != 0:
+		m.sb.add(kindError, fmt.Sprintf("exit %d (%s)", *r.code, took))
+	case r.code != nil:
+		m.sb.add(kindOK, fmt.Sprintf("exit 0 (%s)", took))
+	case r.summary != "":
+		m.sb.add(kindOK, r.summary)
+	}
+}

@@ -1,0 +1,220 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/agentbox/sandbox/internal/output"
+)
+
+// Smallest terminal the layout works in.
+const (
+	minWidth  = 20
+	minHeight = 6
+)
+
+// View draws the screen: status line, scrollback, the bottom panel (input,
+// running operations, dialog, editor or quit prompt) and the help bar.
+func (m *model) View() string {
+	if m.width < minWidth || m.height < minHeight {
+		return ansi.Truncate(fmt.Sprintf("terminal too small (%dx%d); need %dx%d", m.width, m.height, minWidth, minHeight), max(m.width, 1), "")
+	}
+	bottom, mid, _ := m.layout()
+	rows := make([]string, 0, m.height)
+	rows = append(rows, m.statusLine())
+	rows = append(rows, m.sb.render(m.width, mid, &m.st)...)
+	rows = append(rows, bottom...)
+	rows = append(rows, m.helpBar())
+	return strings.Join(rows, "\n")
+}
+
+// layout computes the bottom panel's rows and the scrollback's height.
+func (m *model) layout() (bottom []string, mid int, helpRows int) {
+	avail := m.height - 2 // status line, help bar
+	var panel string
+	switch {
+	case m.phase == phaseQuit:
+		panel = m.quitPrompt()
+	case m.dlg.open():
+		panel = m.dlg.render(m.width, max(avail*2/3, min(avail, 8)), &m.st)
+	case m.editing != nil:
+		h := max(3, min(12, avail/2))
+		m.editor.SetWidth(m.width)
+		m.editor.SetHeight(h)
+		panel = m.st.Info.Render(ansi.Truncate(fmt.Sprintf("new content of %s — %s save · %s cancel", m.editing.path, m.keys.Save.Help().Key, m.keys.Cancel.Help().Key), m.width, "…")) + "\n" + m.editor.View()
+	default:
+		panel = strings.Join(append(m.opRows(), m.inputRow()), "\n")
+	}
+	bottom = strings.Split(panel, "\n")
+	if len(bottom) > avail-1 {
+		bottom = bottom[len(bottom)-(avail-1):]
+	}
+	for i, r := range bottom {
+		bottom[i] = ansi.Truncate(r, m.width, "")
+	}
+	return bottom, avail - len(bottom), 1
+}
+
+func (m *model) inputRow() string {
+	m.input.Width = max(1, m.width-len(m.input.Prompt)-1)
+	return m.input.View()
+}
+
+// opRows shows what is running: a spinner and, for transfers, a progress
+// bar with bytes, rate and time left.
+func (m *model) opRows() []string {
+	var rows []string
+	now := m.now()
+	for _, id := range m.order {
+		op := m.ops[id]
+		took := now.Sub(op.start).Truncate(time.Second)
+		head := fmt.Sprintf("%s %s (%s)", m.spin.View(), op.title, took)
+		if t := op.transfer; t != nil {
+			rows = append(rows, ansi.Truncate(head, m.width, "…"))
+			rows = append(rows, m.transferRow(t, now))
+			continue
+		}
+		rows = append(rows, ansi.Truncate(head, m.width, "…"))
+	}
+	if len(rows) > 0 {
+		rows = append(rows, m.st.Info.Render(ansi.Truncate("ctrl+c cancels · you can keep typing", m.width, "")))
+	}
+	return rows
+}
+
+func (m *model) transferRow(t *transferState, now time.Time) string {
+	elapsed := now.Sub(t.start).Seconds()
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(t.done) / elapsed
+	}
+	text := output.Bytes(t.done)
+	pct := 0.0
+	if t.total > 0 {
+		pct = min(1, float64(t.done)/float64(t.total))
+		text += " / " + output.Bytes(t.total)
+	}
+	text += fmt.Sprintf("  %s/s", output.Bytes(int64(rate)))
+	if t.total > 0 && rate > 0 {
+		left := time.Duration(float64(t.total-t.done) / rate * float64(time.Second)).Round(time.Second)
+		text += "  " + left.String() + " left"
+	}
+	text = fmt.Sprintf("%3.0f%%  %s", pct*100, text)
+	m.bar.Width = max(10, min(40, m.width-lipgloss.Width(text)-3))
+	return ansi.Truncate(m.bar.ViewAs(pct)+"  "+text, m.width, "…")
+}
+
+// statusLine shows provider, sandbox, state, TTL left, network and the
+// approval mode; on a narrow terminal the later fields are cut.
+func (m *model) statusLine() string {
+	st := m.st
+	provider := m.info.Provider
+	if provider == "" {
+		provider = m.o.Provider
+	}
+	id := m.info.ID
+	if id == "" {
+		id = "…"
+	}
+	state := m.state
+	stateStyle := st.Status
+	switch {
+	case m.phase == phaseFailed:
+		state, stateStyle = "failed", st.StatusWarn
+	case m.phase == phaseOpening:
+		state = m.spin.View() + " " + state
+	case m.phase == phaseQuit:
+		state = "leaving"
+	case len(m.ops) > 0:
+		state = fmt.Sprintf("running %d", len(m.ops))
+	default:
+		state = "ready"
+	}
+	ttl := "no ttl"
+	ttlStyle := st.Status
+	if !m.info.ExpiresAt.IsZero() {
+		left := m.info.ExpiresAt.Sub(m.now())
+		switch {
+		case left <= 0:
+			ttl, ttlStyle = "expired", st.StatusWarn
+		default:
+			ttl = "ttl " + shortDuration(left) + " left"
+			if left < 5*time.Minute {
+				ttlStyle = st.StatusWarn
+			}
+		}
+	}
+	net := string(m.info.Network)
+	if net == "" {
+		net = "default"
+	}
+	mode := string(m.mode)
+	modeStyle, ok := st.Mode[mode]
+	if !ok {
+		modeStyle = st.Status
+	}
+	sep := st.StatusKey.Render(" · ")
+	parts := []string{
+		st.Status.Render(" " + provider),
+		st.Status.Render(id),
+		stateStyle.Render(state),
+		ttlStyle.Render(ttl),
+		st.StatusKey.Render("net ") + st.Status.Render(net),
+		st.StatusKey.Render("mode ") + modeStyle.Render(mode),
+	}
+	if m.shell {
+		parts = append(parts, st.Status.Render("shell"))
+	}
+	// Keep the mode visible: drop fields from the middle when narrow.
+	line := strings.Join(parts, sep)
+	for lipgloss.Width(line) > m.width && len(parts) > 2 {
+		parts = append(parts[:len(parts)-3], parts[len(parts)-2:]...)
+		line = strings.Join(parts, sep)
+	}
+	line = ansi.Truncate(line, m.width, "…")
+	if pad := m.width - lipgloss.Width(line); pad > 0 {
+		line += st.Status.Render(strings.Repeat(" ", pad))
+	}
+	return line
+}
+
+func shortDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%ds", int(d.Seconds()))
+}
+
+// helpBar is generated from the key bindings of what has the focus.
+func (m *model) helpBar() string {
+	var b []key.Binding
+	switch {
+	case m.phase == phaseQuit:
+		b = m.keys.quitHelp()
+	case m.dlg.open():
+		b = m.keys.dialogHelp(len(m.dlg.queue) > 1)
+	case m.editing != nil:
+		b = m.keys.editorHelp()
+	default:
+		b = m.keys.mainHelp()
+	}
+	m.help.Width = m.width
+	return ansi.Truncate(m.help.ShortHelpView(b), m.width, "")
+}
+
+func (m *model) quitPrompt() string {
+	id := m.info.ID
+	lines := []string{
+		m.st.Warn.Render(ansi.Truncate("This run created sandbox "+id+". Delete it?", m.width, "…")),
+		ansi.Truncate(fmt.Sprintf("[%s] delete it   [%s] keep it (prints the reattach command)   [%s] stay", firstKey(m.keys.Delete), firstKey(m.keys.Keep), firstKey(m.keys.Cancel)), m.width, "…"),
+	}
+	return strings.Join(lines, "\n")
+}
