@@ -149,11 +149,11 @@ type (
 	}
 	tickMsg       time.Time
 	completionMsg struct {
-		input string // the input the completion was asked for
-		before      string
-		dir         string
-		names       []string
-		err         error
+		input  string // the input the completion was asked for
+		before string
+		dir    string
+		names  []string
+		err    error
 	}
 	editorDoneMsg struct {
 		target  editTarget

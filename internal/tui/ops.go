@@ -311,7 +311,6 @@ func (m *model) openEditor(t editTarget) tea.Cmd {
 	}))
 }
 
-
 func (m *model) editorDoneCmd(t editTarget, content string) tea.Cmd {
 	return func() tea.Msg { return editorDoneMsg{target: t, content: content} }
 }
