@@ -103,12 +103,9 @@ func (b *Bridge) Approve(ctx context.Context, req approval.Request) (approval.De
 	case d := <-reply:
 		return d, nil
 	case <-ctx.Done():
-		// Best effort: the dialog drops it; a late answer goes nowhere.
-		select {
-		case b.msgs <- approvalGoneMsg{id: id}:
-		case <-b.done:
-		default:
-		}
+		// The dialog drops it; a late answer goes to the buffered reply
+		// channel and nowhere else.
+		go b.send(context.Background(), approvalGoneMsg{id: id})
 		return approval.Decision{}, ctx.Err()
 	case <-b.done:
 		return approval.Decision{By: "user", Reason: errDetached.Error()}, nil

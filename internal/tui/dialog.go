@@ -277,8 +277,15 @@ func (d *dialog) render(width, height int, st *Styles) string {
 		if !d.enabled(c) {
 			style = st.ChoiceOff
 		}
-		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), d.label(c))
-		choices = append(choices, style.Render(ansi.Truncate(text, inner, "…")))
+		// Wrapped, not cut: the rule a choice adds must be readable.
+		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), sanitize(d.label(c)))
+		indent := strings.Repeat(" ", min(6, inner/3))
+		for i, row := range wrap(text, max(1, inner-len(indent))) {
+			if i > 0 {
+				row = indent + row
+			}
+			choices = append(choices, style.Render(ansi.Truncate(row, inner, "…")))
+		}
 	}
 	if d.asking {
 		d.reason.Width = max(10, inner-len(d.reason.Prompt)-1)

@@ -100,11 +100,13 @@ func (sb *scrollback) write(op int, s stream, kind lineKind, data string) {
 		chunk, rest, nl := strings.Cut(data, "\n")
 		data = rest
 		if i, ok := sb.open[k]; ok && i < len(sb.lines) {
-			raw := sb.lines[i].text + sanitize(chunk)
+			// Sanitizing again is harmless to the clean start and gets tab
+			// stops and carriage returns right across chunks.
+			raw := sb.lines[i].text + chunk
 			if len(raw) > maxLineBytes {
 				raw = raw[:maxLineBytes]
 			}
-			sb.lines[i].text = sb.mask(raw)
+			sb.lines[i].text = sb.mask(sanitize(raw))
 		} else {
 			sb.push(line{text: sb.mask(sanitize(chunk)), kind: kind})
 			sb.open[k] = len(sb.lines) - 1

@@ -41,7 +41,11 @@ func (m *model) layout() (bottom []string, mid int, helpRows int) {
 	case m.phase == phaseQuit:
 		panel = m.quitPrompt()
 	case m.dlg.open():
-		panel = m.dlg.render(m.width, max(avail*2/3, min(avail, 8)), &m.st)
+		h := avail * 2 / 3
+		if avail < 24 {
+			h = avail - 1 // a small terminal gives the dialog all it can
+		}
+		panel = m.dlg.render(m.width, h, &m.st)
 	case m.editing != nil:
 		h := max(3, min(12, avail/2))
 		m.editor.SetWidth(m.width)
@@ -159,22 +163,46 @@ func (m *model) statusLine() string {
 		modeStyle = st.Status
 	}
 	sep := st.StatusKey.Render(" · ")
-	parts := []string{
-		st.Status.Render(" " + provider),
-		st.Status.Render(id),
-		stateStyle.Render(state),
-		ttlStyle.Render(ttl),
-		st.StatusKey.Render("net ") + st.Status.Render(net),
-		st.StatusKey.Render("mode ") + modeStyle.Render(mode),
+	// Fields in the order they are dropped on a narrow terminal (last
+	// first): the sandbox id and the approval mode always stay.
+	type field struct {
+		text string
+		prio int // higher is dropped later
+	}
+	fields := []field{
+		{st.Status.Render(" " + provider), 3},
+		{st.Status.Render(id), 9},
+		{stateStyle.Render(state), 4},
+		{ttlStyle.Render(ttl), 2},
+		{st.StatusKey.Render("net ") + st.Status.Render(net), 1},
+		{st.StatusKey.Render("mode ") + modeStyle.Render(mode), 9},
 	}
 	if m.shell {
-		parts = append(parts, st.Status.Render("shell"))
+		fields = append(fields, field{st.Status.Render("shell"), 0})
 	}
-	// Keep the mode visible: drop fields from the middle when narrow.
-	line := strings.Join(parts, sep)
-	for lipgloss.Width(line) > m.width && len(parts) > 2 {
-		parts = append(parts[:len(parts)-3], parts[len(parts)-2:]...)
-		line = strings.Join(parts, sep)
+	join := func() string {
+		var parts []string
+		for _, f := range fields {
+			parts = append(parts, f.text)
+		}
+		return strings.Join(parts, sep)
+	}
+	line := join()
+	for lipgloss.Width(line) > m.width {
+		low := -1
+		for i, f := range fields {
+			if f.prio < 9 && (low < 0 || f.prio < fields[low].prio) {
+				low = i
+			}
+		}
+		if low < 0 {
+			break
+		}
+		fields = append(fields[:low], fields[low+1:]...)
+		line = join()
+	}
+	if !strings.HasPrefix(line, st.Status.Render(" ")) {
+		line = st.Status.Render(" ") + line
 	}
 	line = ansi.Truncate(line, m.width, "…")
 	if pad := m.width - lipgloss.Width(line); pad > 0 {

@@ -1,0 +1,441 @@
+package tui
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/providers"
+)
+
+// clock is the injected time of a test.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *clock                   { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+func runes(s string) tea.KeyMsg          { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+func keyOf(t tea.KeyType) tea.KeyMsg     { return tea.KeyMsg{Type: t} }
+func typeText(m *model, s string) {
+	for _, r := range s {
+		m.Update(runes(string(r)))
+	}
+}
+func ctxBG() context.Context { return context.Background() }
+func sendAll(m *model, msgs ...tea.Msg) {
+	for _, x := range msgs {
+		m.Update(x)
+	}
+}
+func lastLines(m *model, n int) []line  { return m.sb.lines[max(0, len(m.sb.lines)-n):] }
+func hasLine(m *model, sub string) bool { return m.sb.find(sub) >= 0 }
+func (sb *scrollback) find(sub string) int {
+	for i := len(sb.lines) - 1; i >= 0; i-- {
+		if strings.Contains(sb.lines[i].text, sub) {
+			return i
+		}
+	}
+	return -1
+}
+
+// testModel is a ready model without a session, at a fixed size and time.
+func testModel(t *testing.T, c *clock) *model {
+	t.Helper()
+	m := newModel(ctxBG(), Options{Now: c.now, Out: io.Discard, Provider: "local", Bridge: NewBridge(io.Discard)})
+	m.phase = phaseReady
+	m.info = providers.Info{ID: "sb-test", Provider: "local", Network: providers.NetworkOff}
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	return m
+}
+
+// ask queues a request in the dialog and returns its reply channel.
+func ask(m *model, id int, req approval.Request) chan approval.Decision {
+	ch := make(chan approval.Decision, 1)
+	m.Update(approvalMsg{id: id, req: req, reply: ch})
+	return ch
+}
+
+func execReq(cmd string) approval.Request {
+	return approval.Request{Source: approval.SourceScript, Kind: approval.KindExec, Provider: "local", Sandbox: "sb-test", Target: cmd}
+}
+
+func answered(ch chan approval.Decision) (approval.Decision, bool) {
+	select {
+	case d := <-ch:
+		return d, true
+	default:
+		return approval.Decision{}, false
+	}
+}
+
+func TestDialogChoices(t *testing.T) {
+	tests := []struct {
+		name string
+		req  approval.Request
+		keys []tea.KeyMsg
+		want approval.Decision
+	}{
+		{"y allows once", execReq("go test ./..."), []tea.KeyMsg{runes("y")}, approval.Decision{Allow: true, By: "user"}},
+		{"1 allows once", execReq("go test ./..."), []tea.KeyMsg{runes("1")}, approval.Decision{Allow: true, By: "user"}},
+		{"enter picks the cursor (allow once)", execReq("ls -la"), []tea.KeyMsg{keyOf(tea.KeyEnter)}, approval.Decision{Allow: true, By: "user"}},
+		{"e allows the exact call for the session", execReq("go test ./..."), []tea.KeyMsg{runes("e")},
+			approval.Decision{Allow: true, By: "user", SessionRule: "exec:go test ./..."}},
+		{"down enter is the exact call", execReq("go test ./..."), []tea.KeyMsg{keyOf(tea.KeyDown), keyOf(tea.KeyEnter)},
+			approval.Decision{Allow: true, By: "user", SessionRule: "exec:go test ./..."}},
+		{"s allows the prefix rule for the session", execReq("go test ./..."), []tea.KeyMsg{runes("s")},
+			approval.Decision{Allow: true, By: "user", SessionRule: "exec:go test *"}},
+		{"s on a chain adds a rule per segment", execReq("ls -l && wc -l x"), []tea.KeyMsg{runes("s")},
+			approval.Decision{Allow: true, By: "user", SessionRule: "exec:ls *", SessionRules: []string{"exec:wc *"}}},
+		{"s on a write adds the directory glob", approval.Request{Source: approval.SourceScript, Kind: approval.KindWrite, Target: "/workspace/a/b.txt"}, []tea.KeyMsg{runes("s")},
+			approval.Decision{Allow: true, By: "user", SessionRule: "write:/workspace/a/**"}},
+		{"n denies", execReq("rm -rf /"), []tea.KeyMsg{runes("n")}, approval.Decision{By: "user"}},
+		{"esc denies", execReq("rm -rf /"), []tea.KeyMsg{keyOf(tea.KeyEsc)}, approval.Decision{By: "user"}},
+		{"r then text then enter denies with the reason", execReq("rm -rf /"),
+			append(append([]tea.KeyMsg{runes("r")}, runesOf("use git clean")...), keyOf(tea.KeyEnter)),
+			approval.Decision{By: "user", Reason: "use git clean"}},
+		{"tab opens the reason too", execReq("rm -rf /"),
+			append(append([]tea.KeyMsg{keyOf(tea.KeyTab)}, runesOf("no")...), keyOf(tea.KeyEnter)),
+			approval.Decision{By: "user", Reason: "no"}},
+		{"the reason can contain y without allowing", execReq("rm -rf /"),
+			append(append([]tea.KeyMsg{runes("r")}, runesOf("yes? no")...), keyOf(tea.KeyEnter)),
+			approval.Decision{By: "user", Reason: "yes? no"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock()
+			m := testModel(t, c)
+			ch := ask(m, 1, tt.req)
+			c.advance(typeAheadGuard)
+			for _, k := range tt.keys {
+				m.Update(k)
+			}
+			d, ok := answered(ch)
+			if !ok {
+				t.Fatalf("no answer after %v", tt.keys)
+			}
+			if d.Allow != tt.want.Allow || d.By != tt.want.By || d.Reason != tt.want.Reason || d.SessionRule != tt.want.SessionRule || strings.Join(d.SessionRules, ",") != strings.Join(tt.want.SessionRules, ",") {
+				t.Fatalf("decision %+v, want %+v", d, tt.want)
+			}
+			if m.dlg.open() {
+				t.Fatal("the dialog is still open")
+			}
+		})
+	}
+}
+
+func runesOf(s string) []tea.KeyMsg {
+	var out []tea.KeyMsg
+	for _, r := range s {
+		out = append(out, runes(string(r)))
+	}
+	return out
+}
+
+func TestDialogReasonEscGoesBack(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	ch := ask(m, 1, execReq("rm -rf /"))
+	c.advance(typeAheadGuard)
+	sendAll(m, runes("r"), runes("x"), keyOf(tea.KeyEsc))
+	if _, ok := answered(ch); ok || !m.dlg.open() || m.dlg.asking {
+		t.Fatal("esc in the reason field should go back to the choices without answering")
+	}
+	m.Update(runes("y"))
+	if d, ok := answered(ch); !ok || !d.Allow {
+		t.Fatalf("y after going back: %+v %v", d, ok)
+	}
+}
+
+func TestDialogChoiceWithoutRule(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	ch := ask(m, 1, execReq("echo $(whoami)"))
+	c.advance(typeAheadGuard)
+	sendAll(m, runes("s"), runes("e"))
+	if _, ok := answered(ch); ok {
+		t.Fatal("a command with a substitution has no session rule; s and e must do nothing")
+	}
+	if v := m.View(); !strings.Contains(v, "none fits this call") || !strings.Contains(v, "only the bare exec rule") {
+		t.Fatalf("the dialog should say why:\n%s", v)
+	}
+}
+
+func TestTypeAheadGuard(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	ch := ask(m, 1, execReq("echo one"))
+	// Keys typed just as the dialog opens are dropped, not queued.
+	start := c.t
+	for _, at := range []time.Duration{0, 100 * time.Millisecond, 299 * time.Millisecond} {
+		c.t = start.Add(at)
+		m.Update(runes("y"))
+		if _, ok := answered(ch); ok {
+			t.Fatalf("a key %v after the dialog opened answered it", at)
+		}
+	}
+	c.t = start.Add(typeAheadGuard)
+	m.Update(runes("y"))
+	if d, ok := answered(ch); !ok || !d.Allow {
+		t.Fatal("a key after the guard did not answer")
+	}
+}
+
+func TestTypeAheadGuardRearmsForNextRequest(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	first := ask(m, 1, execReq("echo one"))
+	second := ask(m, 2, execReq("echo two"))
+	c.advance(time.Second)
+	m.Update(runes("y"))
+	if _, ok := answered(first); !ok {
+		t.Fatal("first not answered")
+	}
+	c.advance(10 * time.Millisecond)
+	m.Update(runes("y"))
+	if _, ok := answered(second); ok {
+		t.Fatal("a double-tapped y answered the next request too")
+	}
+	c.advance(typeAheadGuard)
+	m.Update(runes("n"))
+	if d, ok := answered(second); !ok || d.Allow {
+		t.Fatalf("second: %+v %v", d, ok)
+	}
+}
+
+func TestDialogBatch(t *testing.T) {
+	for _, tt := range []struct {
+		key   string
+		allow bool
+	}{{"A", true}, {"D", false}} {
+		t.Run(tt.key, func(t *testing.T) {
+			c := newClock()
+			m := testModel(t, c)
+			var chs []chan approval.Decision
+			for i, cmd := range []string{"echo a", "echo b", "echo c"} {
+				chs = append(chs, ask(m, i+1, execReq(cmd)))
+			}
+			if v := m.View(); !strings.Contains(v, "approval 1 of 3") || !strings.Contains(v, "all 3 pending") {
+				t.Fatalf("the dialog should count the pending requests and offer the batch:\n%s", v)
+			}
+			c.advance(typeAheadGuard)
+			m.Update(runes(tt.key))
+			for i, ch := range chs {
+				d, ok := answered(ch)
+				if !ok || d.Allow != tt.allow || d.By != "user" {
+					t.Fatalf("request %d: %+v answered=%v", i+1, d, ok)
+				}
+			}
+			if m.dlg.open() {
+				t.Fatal("dialog still open")
+			}
+		})
+	}
+}
+
+func TestDialogBatchKeysNeedSeveral(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	ch := ask(m, 1, execReq("echo a"))
+	c.advance(typeAheadGuard)
+	m.Update(runes("A"))
+	if _, ok := answered(ch); ok {
+		t.Fatal("A with one pending request must not answer")
+	}
+}
+
+func TestDialogOneByOneThenWithdrawn(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	a := ask(m, 1, execReq("echo a"))
+	b := ask(m, 2, execReq("echo b"))
+	cc := ask(m, 3, execReq("echo c"))
+	c.advance(typeAheadGuard)
+	m.Update(runes("n"))
+	if d, ok := answered(a); !ok || d.Allow {
+		t.Fatal("the front request should be denied first")
+	}
+	if !strings.Contains(m.View(), "echo b") {
+		t.Fatal("the next request should show")
+	}
+	m.Update(approvalGoneMsg{id: 2}) // its operation was cancelled
+	if !strings.Contains(m.View(), "echo c") {
+		t.Fatal("after withdrawing b, c should show")
+	}
+	c.advance(typeAheadGuard)
+	m.Update(runes("y"))
+	if _, ok := answered(b); ok {
+		t.Fatal("a withdrawn request was answered")
+	}
+	if d, ok := answered(cc); !ok || !d.Allow {
+		t.Fatal("c not allowed")
+	}
+}
+
+func TestModeCycleShownInStatus(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	want := []approval.Mode{approval.ModeAll, approval.ModeAsk, approval.ModeSession}
+	for _, w := range want {
+		m.Update(keyOf(tea.KeyShiftTab))
+		if m.mode != w {
+			t.Fatalf("mode %s, want %s", m.mode, w)
+		}
+		if status := strings.Split(m.View(), "\n")[0]; !strings.Contains(status, "mode "+string(w)) {
+			t.Fatalf("status line %q does not show mode %s", status, w)
+		}
+	}
+	typeText(m, "/mode ask")
+	m.Update(keyOf(tea.KeyEnter))
+	if m.mode != approval.ModeAsk {
+		t.Fatalf("/mode ask: mode %s", m.mode)
+	}
+}
+
+func TestHistory(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	for _, s := range []string{"/mode ask", "/mode all"} {
+		typeText(m, s)
+		m.Update(keyOf(tea.KeyEnter))
+	}
+	typeText(m, "draft")
+	m.Update(keyOf(tea.KeyUp))
+	if v := m.input.Value(); v != "/mode all" {
+		t.Fatalf("up: %q", v)
+	}
+	m.Update(keyOf(tea.KeyUp))
+	if v := m.input.Value(); v != "/mode ask" {
+		t.Fatalf("up up: %q", v)
+	}
+	m.Update(keyOf(tea.KeyDown))
+	m.Update(keyOf(tea.KeyDown))
+	if v := m.input.Value(); v != "draft" {
+		t.Fatalf("back to the draft: %q", v)
+	}
+}
+
+func TestParseInput(t *testing.T) {
+	tests := []struct {
+		in    string
+		shell bool
+		name  string
+		args  []string
+		rest  string
+		err   string
+	}{
+		{in: "!ls -la", name: "exec", args: []string{"ls -la"}},
+		{in: "ls -la", shell: true, name: "exec", args: []string{"ls -la"}},
+		{in: "ls -la", err: "not a command"},
+		{in: "!", name: "shell"},
+		{in: "/write /workspace/a.txt hello  world", name: "write", args: []string{"/workspace/a.txt"}, rest: "hello  world"},
+		{in: "/write /workspace/a.txt", name: "write", args: []string{"/workspace/a.txt"}},
+		{in: `/edit a.txt "old text" 'new "x"'`, name: "edit", args: []string{"a.txt", "old text", `new "x"`}},
+		{in: `/grep foo\ bar src`, name: "grep", args: []string{"foo bar", "src"}},
+		{in: `/edit a.txt "unterminated`, err: "unterminated"},
+		{in: "/frobnicate", err: "unknown command"},
+		{in: "/ls", shell: true, name: "ls"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			c, err := parseInput(tt.in, tt.shell)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.name != tt.name || strings.Join(c.args, "|") != strings.Join(tt.args, "|") || (tt.rest != "" && c.rest != tt.rest) {
+				t.Fatalf("got %+v", c)
+			}
+		})
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	typeText(m, "/read /workspace/sr")
+	names := []string{"/workspace/src/", "/workspace/srv.txt", "/workspace/other"}
+	m.Update(completionMsg{input: "/read /workspace/sr", before: "/read ", names: names})
+	if v := m.input.Value(); v != "/read /workspace/sr" {
+		t.Fatalf("two matches complete the common prefix only: %q", v)
+	}
+	if !hasLine(m, "src/  srv.txt") {
+		t.Fatal("the candidates should be listed")
+	}
+	m.input.SetValue("/read src/ma")
+	m.Update(completionMsg{input: "/read src/ma", before: "/read ", names: []string{"/workspace/src/main.go", "/workspace/src/lib/"}})
+	if v := m.input.Value(); v != "/read src/main.go" {
+		t.Fatalf("a relative path completes relative to /workspace: %q", v)
+	}
+	m.input.SetValue("changed meanwhile")
+	m.Update(completionMsg{input: "/read x", before: "/read ", names: []string{"/workspace/xyz"}})
+	if v := m.input.Value(); v != "changed meanwhile" {
+		t.Fatalf("a stale completion changed the input: %q", v)
+	}
+}
+
+func TestCtrlCCancelsThenQuits(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	ctx, cancel := context.WithCancel(ctxBG())
+	m.ops[1] = &opState{id: 1, title: "$ sleep 100", start: c.t, cancel: cancel}
+	m.order = []int{1}
+	_, cmd := m.Update(keyOf(tea.KeyCtrlC))
+	if ctx.Err() == nil {
+		t.Fatal("ctrl+c did not cancel the running operation")
+	}
+	if cmd != nil {
+		if _, quit := cmd().(tea.QuitMsg); quit {
+			t.Fatal("the first ctrl+c must not leave")
+		}
+	}
+	_, cmd = m.Update(keyOf(tea.KeyCtrlC))
+	if cmd == nil {
+		t.Fatal("the second ctrl+c should leave")
+	}
+	if _, quit := cmd().(tea.QuitMsg); !quit {
+		t.Fatal("the second ctrl+c should quit")
+	}
+}
+
+func TestScrollbackStreams(t *testing.T) {
+	sb := newScrollback(func(s string) string { return strings.ReplaceAll(s, "s3cret", "***") })
+	sb.write(1, streamStdout, kindStdout, "hel")
+	sb.write(2, streamStdout, kindStdout, "other\n")
+	sb.write(1, streamStdout, kindStdout, "lo wor")
+	sb.write(1, streamStdout, kindStdout, "ld\nnext s3")
+	sb.write(1, streamStdout, kindStdout, "cret\x1b[31m red\x1b[0m\tx\r\n")
+	var got []string
+	for _, l := range sb.lines {
+		got = append(got, l.text)
+	}
+	want := []string{"hello world", "other", "next *** red x"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines %q, want %q", got, want)
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                "plain",
+		"\x1b[2J\x1b[Hcleared": "cleared",
+		"50%\r100%":            "100%",
+		"bell\a":               `bell\a`,
+		"a\tb":                 "a       b",
+		"zero\u200bwidth":      `zero\u200bwidth`,
+		"naïve":                "naïve",
+	} {
+		if got := sanitize(in); got != want {
+			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
