@@ -250,6 +250,30 @@ func (d *dialog) label(c choice) string {
 	return ""
 }
 
+// shortLabel is the label on a narrow terminal; it still names the rule.
+func (d *dialog) shortLabel(c choice) string {
+	p := d.queue[0]
+	switch c {
+	case choiceAllowExact:
+		if len(p.exact) == 0 {
+			return "exact: none"
+		}
+		return "exact: " + strings.Join(p.exact, ", ")
+	case choiceAllowSession:
+		if len(p.prefix) == 0 {
+			return "session: none"
+		}
+		return "session: " + strings.Join(p.prefix, ", ")
+	case choiceDenyReason:
+		return "deny, reason"
+	case choiceAllowAll:
+		return fmt.Sprintf("allow all %d", len(d.queue))
+	case choiceDenyAll:
+		return fmt.Sprintf("deny all %d", len(d.queue))
+	}
+	return d.label(c)
+}
+
 func (d *dialog) choiceKey(c choice) string {
 	k := d.keys
 	return firstKey([]key.Binding{k.AllowOnce, k.AllowExact, k.AllowSession, k.Deny, k.DenyReason, k.AllowAll, k.DenyAll}[c])
@@ -278,9 +302,16 @@ func (d *dialog) render(width, height int, st *Styles) string {
 			style = st.ChoiceOff
 		}
 		// Wrapped, not cut: the rule a choice adds must be readable.
-		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), sanitize(d.label(c)))
-		indent := strings.Repeat(" ", min(6, inner/3))
-		for i, row := range wrap(text, max(1, inner-len(indent))) {
+		label := d.label(c)
+		if inner < 50 {
+			label = d.shortLabel(c)
+		}
+		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), sanitize(label))
+		indent := strings.Repeat(" ", 6)
+		if inner < 20 {
+			indent = ""
+		}
+		for i, row := range strings.Split(ansi.Wrap(text, max(1, inner-len(indent)), " "), "\n") {
 			if i > 0 {
 				row = indent + row
 			}
