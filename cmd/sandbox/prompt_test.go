@@ -2,63 +2,11 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
-
-// tmuxSession runs a command in a detached tmux session (a real terminal)
-// so the CLI sees a TTY and uses the line prompt.
-type tmuxSession struct {
-	t    *testing.T
-	name string
-	sock string
-}
-
-func startTmux(t *testing.T, dir string, env []string, command string) *tmuxSession {
-	t.Helper()
-	s := &tmuxSession{t: t, name: "sbtest", sock: filepath.Join(dir, "tmux.sock")}
-	args := []string{"-S", s.sock, "new-session", "-d", "-s", s.name, "-x", "160", "-y", "50"}
-	for _, e := range env {
-		args = append(args, "-e", e)
-	}
-	args = append(args, "-c", dir, command+"; echo EXIT=$?; sleep 30")
-	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("tmux", "-S", s.sock, "kill-server").Run() })
-	return s
-}
-
-func (s *tmuxSession) screen() string {
-	out, _ := exec.Command("tmux", "-S", s.sock, "capture-pane", "-p", "-t", s.name).Output()
-	return string(out)
-}
-
-func (s *tmuxSession) waitFor(text string) string {
-	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		scr := s.screen()
-		if strings.Contains(scr, text) {
-			return scr
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("screen never showed %q; it shows:\n%s", text, scr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (s *tmuxSession) send(keys ...string) {
-	s.t.Helper()
-	if out, err := exec.Command("tmux", append([]string{"-S", s.sock, "send-keys", "-t", s.name}, keys...)...).CombinedOutput(); err != nil {
-		s.t.Fatalf("send-keys: %v\n%s", err, out)
-	}
-}
 
 // TestLinePromptOnTerminal drives the approval prompt of a scripted run in a
 // real terminal: one step allowed, one denied with a reason.

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The TUI driven in a real terminal (tmux): each test starts the built
+// binary with no verb, so it opens the TUI on a local sandbox, and asserts
+// what the screen shows.
+
+// dialogGuard is a little more than the dialog's type-ahead guard: keys
+// sent sooner after a request appears are ignored by design.
+const dialogGuard = 400 * time.Millisecond
+
+// tuiSession starts `sandbox ARGS…` in a terminal and waits until the
+// sandbox is ready; it returns the session and the sandbox id.
+func tuiSession(t *testing.T, c *runner, args string) (*tmuxSession, string) {
+	t.Helper()
+	s := startTmuxSized(t, c.dir, c.command().Env, c.bin+" "+args, 120, 40)
+	scr := s.waitFor("ready: local sandbox ")
+	id := regexp.MustCompile(`ready: local sandbox (sb-[a-z0-9]+)`).FindStringSubmatch(scr)[1]
+	status := strings.SplitN(scr, "\n", 2)[0]
+	for _, want := range []string{"local", id, "ready", "net off", "mode session"} {
+		if !strings.Contains(status, want) {
+			t.Fatalf("status line %q lacks %q", status, want)
+		}
+	}
+	return s, id
+}
+
+// answer waits out the type-ahead guard of the dialog on screen and sends
+// keys to it.
+func (s *tmuxSession) answer(keys ...string) {
+	s.t.Helper()
+	time.Sleep(dialogGuard)
+	s.send(keys...)
+}
+
+// quitDeleting leaves through the quit prompt, deleting the sandbox.
+func quitDeleting(t *testing.T, s *tmuxSession, c *runner) {
+	t.Helper()
+	s.typeLine("/quit")
+	s.waitFor("Delete it?")
+	s.send("d")
+	scr := s.waitFor("EXIT=")
+	if !strings.Contains(scr, "EXIT=0") {
+		t.Fatalf("want exit 0 after quitting; screen:\n%s", scr)
+	}
+	c.assertNoLeak()
+}
+
+// TestTUIStreamCancelQuit opens the TUI on a fresh local sandbox, runs a
+// command whose output streams, cancels a long command (its process tree
+// dies, the TUI stays), and quits, which deletes the sandbox.
+func TestTUIStreamCancelQuit(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	s, id := tuiSession(t, c, "")
+	if !slices.Contains(c.sandboxes(), id) {
+		t.Fatalf("sandbox list does not show %s while the TUI is open", id)
+	}
+
+	s.typeLine(`!for i in 1 2 3 4; do echo tick-$i; sleep 1; done`)
+	scr := s.waitFor("tick-1")
+	if strings.Contains(scr, "tick-4") {
+		t.Fatalf("all output arrived at once; it should stream:\n%s", scr)
+	}
+	s.waitFor("tick-4")
+	s.waitFor("exit 0")
+
+	// A long command with a child of its own: ctrl+c must kill both.
+	s.typeLine(`!sh -c 'sleep 313 & sleep 314; wait'`)
+	s.waitForRe(`sleep 314; wait' \(\d+s\)`) // the running line with its timer
+	waitFor(t, "the command to start", func() bool { return len(hostProcs("313", "314")) == 2 })
+	s.send("C-c")
+	s.waitFor("cancelled: $ sh -c")
+	waitFor(t, "the remote process tree to die", func() bool { return len(hostProcs("313", "314")) == 0 })
+
+	// Still in the TUI, still usable.
+	s.typeLine("!echo still-here")
+	s.waitForRe(`(?m)^still-here\s*$`)
+	quitDeleting(t, s, c)
+}
+
+// hostProcs returns the pids of `sleep N` processes for the given Ns.
+func hostProcs(ns ...string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if len(argv) == 2 && filepath.Base(argv[0]) == "sleep" && slices.Contains(ns, argv[1]) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+// TestTUIWriteDiffApproval writes a file under a policy that asks about
+// everything: the dialog shows the diff, once for a new file and once for
+// an overwrite typed in the multi-line input. Leaving with "keep" keeps the
+// sandbox and prints the reattach command.
+func TestTUIWriteDiffApproval(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	policy := filepath.Join(c.dir, "policy.yaml")
+	os.WriteFile(policy, []byte("default: ask\n"), 0o644)
+	s, id := tuiSession(t, c, "--policy "+policy)
+
+	s.typeLine("/write /workspace/notes.txt hello")
+	scr := s.waitFor("user wants to write")
+	for _, want := range []string{"write /workspace/notes.txt", "+++ b/workspace/notes.txt", "+hello", "[y] allow once", "[r] deny with a reason"} {
+		if !strings.Contains(scr, want) {
+			t.Fatalf("the dialog lacks %q:\n%s", want, scr)
+		}
+	}
+	s.answer("y")
+	s.waitFor("wrote /workspace/notes.txt")
+
+	// The multi-line input (no $EDITOR in the test's environment).
+	s.typeLine("/write /workspace/notes.txt")
+	s.waitFor("new content of /workspace/notes.txt")
+	s.send("-l", "bye")
+	s.send("Enter")
+	s.send("-l", "for now")
+	s.send("C-s")
+	scr = s.waitFor("user wants to write")
+	for _, want := range []string{"-hello", "+bye", "+for now"} {
+		if !strings.Contains(scr, want) {
+			t.Fatalf("the overwrite's diff lacks %q:\n%s", want, scr)
+		}
+	}
+	s.answer("y")
+	s.waitFor("wrote /workspace/notes.txt (12 B)")
+	s.typeLine("/read /workspace/notes.txt")
+	s.waitForRe(`(?m)^for now\s*$`)
+
+	// ctrl+c with nothing running leaves; k keeps the sandbox.
+	s.send("C-c")
+	s.waitFor("Delete it?")
+	s.send("k")
+	scr = s.waitFor("EXIT=")
+	if !strings.Contains(scr, "EXIT=0") || !strings.Contains(scr, "reattach with: sandbox --sandbox-id "+id) {
+		t.Fatalf("keeping should print the reattach command and exit 0:\n%s", scr)
+	}
+	if !slices.Contains(c.sandboxes(), id) {
+		t.Fatalf("the kept sandbox %s is gone", id)
+	}
+	if err := c.command("delete", id).Run(); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+}
+
+// TestTUIReuseKeeps opens the TUI on an existing sandbox: quitting keeps it
+// without a prompt.
+func TestTUIReuseKeeps(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	if out, err := c.command("create").CombinedOutput(); err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	ids := c.sandboxes()
+	if len(ids) != 1 {
+		t.Fatalf("sandboxes after create: %v", ids)
+	}
+	info := struct{ ID string }{ids[0]}
+	s := startTmuxSized(t, c.dir, c.command().Env, c.bin+" --sandbox-id "+info.ID, 120, 40)
+	s.waitFor("reusing local sandbox " + info.ID)
+	s.waitFor("ready: local sandbox " + info.ID)
+	s.typeLine("/quit")
+	scr := s.waitFor("EXIT=")
+	if strings.Contains(scr, "Delete it?") || !strings.Contains(scr, "EXIT=0") {
+		t.Fatalf("a reused sandbox is kept without asking:\n%s", scr)
+	}
+	if !slices.Contains(c.sandboxes(), info.ID) {
+		t.Fatalf("the reused sandbox %s was deleted", info.ID)
+	}
+	if err := c.command("delete", info.ID).Run(); err != nil {
+		t.Fatal(err)
+	}
+	c.assertNoLeak()
+}
+
+// TestTUIPlanApprovals runs a plan whose steps are allowed once, allowed
+// for the session (the next matching step then passes without a dialog),
+// and denied with a reason, which the screen and the audit log show.
+func TestTUIPlanApprovals(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	plan := filepath.Join(c.dir, "plan.yaml")
+	os.WriteFile(plan, []byte(`steps:
+  - exec: "echo Once"
+  - exec: "echo Session"
+  - exec: "echo Covered"
+  - exec: "touch /workspace/nope"
+  - exec: "echo never-reached"
+`), 0o644)
+	s, _ := tuiSession(t, c, "")
+	s.typeLine("/run " + plan)
+
+	scr := s.waitFor("$ echo Once")
+	if !strings.Contains(scr, "script wants to exec") {
+		t.Fatalf("a plan step should ask as source script:\n%s", scr)
+	}
+	s.answer("y")
+	s.waitFor("$ echo Session")
+	scr = s.waitFor("[s] allow for the session: exec:echo *")
+	s.answer("s")
+	scr = s.waitFor("$ touch /workspace/nope")
+	if !strings.Contains(scr, "allowed exec echo Covered (session \"exec:echo *\")") {
+		t.Fatalf("the third step should pass by the session rule, without a dialog:\n%s", scr)
+	}
+	s.answer("r")
+	s.waitFor("reason:")
+	s.send("-l", "not in this plan")
+	s.send("Enter")
+	scr = s.waitFor("denied exec touch /workspace/nope: not in this plan")
+	if strings.Contains(scr, "never-reached") {
+		t.Fatalf("the plan should stop at the denied step:\n%s", scr)
+	}
+	for _, want := range []string{"Once", "Session", "Covered"} {
+		if !regexp.MustCompile(`(?m)^` + want + `\s*$`).MatchString(scr) {
+			t.Fatalf("the output of step %q is missing:\n%s", want, scr)
+		}
+	}
+
+	// The audit log records who decided each step, and the reason.
+	data, err := os.ReadFile(filepath.Join(c.state, "sandbox", "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rec struct{ Source, Target, Decision, By, Reason, Rule string }
+	got := map[string]rec{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		var r rec
+		json.Unmarshal(sc.Bytes(), &r)
+		if r.Source == "script" {
+			got[r.Target] = r
+		}
+	}
+	for target, want := range map[string]rec{
+		"echo Once":             {Decision: "allow", By: "user"},
+		"echo Session":          {Decision: "allow", By: "user"},
+		"echo Covered":          {Decision: "allow", By: "session"},
+		"touch /workspace/nope": {Decision: "deny", By: "user", Reason: "not in this plan"},
+	} {
+		r := got[target]
+		if r.Decision != want.Decision || r.By != want.By || r.Reason != want.Reason {
+			t.Errorf("audit for %q: %+v, want %+v", target, r, want)
+		}
+	}
+	if _, ok := got["echo never-reached"]; ok {
+		t.Error("the step after the denial was audited; it should not have been asked")
+	}
+	quitDeleting(t, s, c)
+}
+
+// TestTUIUploadProgress uploads a large (sparse) file and checks the
+// progress bar with bytes, rate and time left, then cancels it.
+func TestTUIUploadProgress(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	big, err := os.Create(filepath.Join(c.dir, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.Truncate(8 << 30)
+	big.Close()
+	s, _ := tuiSession(t, c, "")
+	s.typeLine("/upload big.bin /workspace/big.bin")
+	scr := s.waitForRe(`█+░*\s+\d+%\s+[\d.]+ [KMG]iB / 8\.0 GiB\s+[\d.]+ [KMG]?i?B/s\s+\S+ left`)
+	if !strings.Contains(scr, "upload big.bin → /workspace/big.bin") {
+		t.Fatalf("the running upload is not named:\n%s", scr)
+	}
+	s.send("C-c")
+	s.waitFor("cancelled: upload big.bin")
+	quitDeleting(t, s, c)
+}
+
+// TestTUISetupLive runs a setup script inside the TUI: its output streams
+// while the status line says it is setting up.
+func TestTUISetupLive(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	script := filepath.Join(c.dir, "setup.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho setup-begin\nsleep 2\necho setup-end\n"), 0o755)
+	s := startTmuxSized(t, c.dir, c.command().Env, c.bin+" --sandbox-setup "+script, 120, 40)
+	scr := s.waitFor("setup-begin")
+	status := strings.SplitN(scr, "\n", 2)[0]
+	if !strings.Contains(status, "setting up") || strings.Contains(scr, "ready: local sandbox") || strings.Contains(scr, "setup-end") {
+		t.Fatalf("setup output should stream before the sandbox is ready:\n%s", scr)
+	}
+	s.waitFor("setup finished")
+	s.waitFor("ready: local sandbox")
+	s.send("C-c")
+	s.waitFor("Delete it?")
+	s.send("C-c") // ctrl+c in the quit prompt deletes and leaves
+	s.waitFor("EXIT=0")
+	c.assertNoLeak()
+}
