@@ -100,4 +100,3 @@ func (s *tmuxSession) typeLine(text string) {
 	}
 	s.send("Enter")
 }
-
