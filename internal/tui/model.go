@@ -172,14 +172,18 @@ func (m *model) Init() tea.Cmd {
 	m.openCancel = cancel
 	op := m.opener
 	open := m.o.Open
+	b := m.bridge
 	return tea.Batch(m.bridge.wait(), m.spin.Tick, tick(), textinput.Blink, func() tea.Msg {
 		defer close(op.done)
 		if open == nil {
 			op.err = fmt.Errorf("no session to open")
-			return openedMsg{err: op.err}
+			b.send(context.Background(), openedMsg{err: op.err})
+			return nil
 		}
 		op.session, op.err = open(ctx)
-		return openedMsg{s: op.session, err: op.err}
+		// Through the bridge, after the engine's events of the open.
+		b.send(context.Background(), openedMsg{s: op.session, err: op.err})
+		return nil
 	})
 }
 

@@ -246,11 +246,15 @@ func (m *model) start(title string, fn func(ctx context.Context, id int) opResul
 	m.order = append(m.order, id)
 	m.sb.offset = 0
 	m.sb.add(kindOp, "› "+title)
+	b := m.bridge
 	return tea.Batch(m.spin.Tick, func() tea.Msg {
 		r := fn(ctx, id)
 		r.err = engine.CallError(ctx, r.err)
 		cancel()
-		return opDoneMsg{id: id, res: r}
+		// Through the bridge, after the operation's output: one queue
+		// keeps the order.
+		b.send(context.Background(), opDoneMsg{id: id, res: r})
+		return nil
 	})
 }
 
