@@ -305,3 +305,24 @@ func TestTUISetupLive(t *testing.T) {
 	s.waitFor("EXIT=0")
 	c.assertNoLeak()
 }
+
+// TestTUIEditorWrite writes a file with $EDITOR: the TUI hands the terminal
+// over, reads the file back and asks with the diff.
+func TestTUIEditorWrite(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	editor := filepath.Join(c.dir, "editor.sh")
+	os.WriteFile(editor, []byte("#!/bin/sh\necho from-editor >> \"$1\"\n"), 0o755)
+	policy := filepath.Join(c.dir, "policy.yaml")
+	os.WriteFile(policy, []byte("default: ask\n"), 0o644)
+	env := append(c.command().Env, "EDITOR="+editor)
+	s := startTmuxSized(t, c.dir, env, c.bin+" --policy "+policy, 120, 40)
+	s.waitFor("ready: local sandbox ")
+	s.typeLine("/write /workspace/e.txt")
+	scr := s.waitFor("user wants to write")
+	if !strings.Contains(scr, "+from-editor") {
+		t.Fatalf("the editor's text should be in the diff:\n%s", scr)
+	}
+	s.answer("y")
+	s.waitFor("wrote /workspace/e.txt")
+	quitDeleting(t, s, c)
+}

@@ -246,6 +246,8 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		return m.openEditor(msg.target)
+	case editorReadyMsg:
+		return m.runEditor(msg)
 	case editorDoneMsg:
 		return m.editorDone(msg)
 	case tickMsg:

@@ -290,29 +290,42 @@ func (m *model) openEditor(t editTarget) tea.Cmd {
 		m.editor.Focus()
 		return textarea.Blink
 	}
-	f, err := os.CreateTemp("", "sandbox-edit-*"+path.Ext(t.path))
-	if err != nil {
-		m.sb.add(kindError, "editor: "+err.Error())
-		return nil
-	}
-	name := f.Name()
-	return tea.Sequence(func() tea.Msg {
-		_, err := f.WriteString(t.before)
+	// The temporary file is written in a command; the editor runs when
+	// it is ready (editorReadyMsg), with the terminal handed over.
+	return func() tea.Msg {
+		f, err := os.CreateTemp("", "sandbox-edit-*"+path.Ext(t.path))
+		if err != nil {
+			return editorDoneMsg{target: t, err: fmt.Errorf("editor: %w", err)}
+		}
+		_, err = f.WriteString(t.before)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return editorDoneMsg{target: t, err: err}
+			os.Remove(f.Name())
+			return editorDoneMsg{target: t, err: fmt.Errorf("editor: %w", err)}
 		}
-		return nil
-	}, tea.ExecProcess(exec.Command("sh", "-c", m.o.Editor+` "$1"`, "sh", name), func(err error) tea.Msg {
+		return editorReadyMsg{target: t, file: f.Name()}
+	}
+}
+
+// editorReadyMsg says the temporary file for $EDITOR is written.
+type editorReadyMsg struct {
+	target editTarget
+	file   string
+}
+
+// runEditor hands the terminal to $EDITOR on the file, then reads it back.
+func (m *model) runEditor(msg editorReadyMsg) tea.Cmd {
+	t, name := msg.target, msg.file
+	return tea.ExecProcess(exec.Command("sh", "-c", m.o.Editor+` "$1"`, "sh", name), func(err error) tea.Msg {
 		defer os.Remove(name)
 		if err != nil {
 			return editorDoneMsg{target: t, err: fmt.Errorf("%s: %w", m.o.Editor, err)}
 		}
 		data, err := os.ReadFile(name)
 		return editorDoneMsg{target: t, content: string(data), err: err}
-	}))
+	})
 }
 
 func (m *model) editorDoneCmd(t editTarget, content string) tea.Cmd {
