@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -325,4 +328,54 @@ func TestTUIEditorWrite(t *testing.T) {
 	s.answer("y")
 	s.waitFor("wrote /workspace/e.txt")
 	quitDeleting(t, s, c)
+}
+
+// TestTUISigtermCleansUp sends SIGTERM to the TUI while a command runs:
+// the terminal is restored, the created sandbox deleted, and the exit
+// status is 130.
+func TestTUISigtermCleansUp(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	s, _ := tuiSession(t, c, "")
+	s.typeLine("!sleep 315")
+	waitFor(t, "the command to start", func() bool { return len(hostProcs("315")) == 1 })
+	out, err := exec.Command("tmux", "-S", s.sock, "display", "-p", "-t", s.name, "#{pane_pid}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := childNamed(strings.TrimSpace(string(out)), "sandbox")
+	if pid == 0 {
+		t.Fatal("the sandbox process was not found under the pane's shell")
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	scr := s.waitFor("EXIT=")
+	if !strings.Contains(scr, "EXIT=130") {
+		t.Fatalf("want exit 130 after SIGTERM:\n%s", scr)
+	}
+	waitFor(t, "the command to die", func() bool { return len(hostProcs("315")) == 0 })
+	c.assertNoLeak()
+}
+
+// childNamed returns the pid of the child of ppid whose command is name.
+func childNamed(ppid, name string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …
+		st := string(data)
+		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(st[end+1:])
+		if st[open+1:end] == name && len(fields) > 1 && fields[1] == ppid {
+			pid, _ := strconv.Atoi(e.Name())
+			return pid
+		}
+	}
+	return 0
 }

@@ -64,6 +64,7 @@ type dialog struct {
 	reason  textinput.Model
 	asking  bool // typing a reason
 	scroll  int  // first detail line shown
+	mask    func(string) string
 }
 
 func newDialog(keys *keyMap) *dialog {
@@ -71,7 +72,7 @@ func newDialog(keys *keyMap) *dialog {
 	ti.Prompt = "reason: "
 	ti.Placeholder = "what to do instead (enter sends, esc goes back)"
 	ti.CharLimit = 500
-	return &dialog{keys: keys, reason: ti}
+	return &dialog{keys: keys, reason: ti, mask: func(s string) string { return s }}
 }
 
 func (d *dialog) open() bool { return len(d.queue) > 0 }
@@ -306,7 +307,7 @@ func (d *dialog) render(width, height int, st *Styles) string {
 		if inner < 50 {
 			label = d.shortLabel(c)
 		}
-		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), sanitize(label))
+		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), d.mask(sanitize(label)))
 		indent := strings.Repeat(" ", 6)
 		if inner < 20 {
 			indent = ""
@@ -363,7 +364,7 @@ func (d *dialog) details(p pending, width int, st *Styles) []string {
 	r := p.req
 	var out []string
 	add := func(style lipgloss.Style, s string) {
-		for _, row := range wrap(sanitize(s), max(width, 1)) {
+		for _, row := range wrap(d.mask(sanitize(s)), max(width, 1)) {
 			out = append(out, style.Render(row))
 		}
 	}

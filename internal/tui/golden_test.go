@@ -62,15 +62,13 @@ func sized(t *testing.T, w, h int) (*model, *clock) {
 	m := testModel(t, c)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	m.info.ExpiresAt = c.t.Add(59*time.Minute + 30*time.Second)
-	m.sb.add(kindOk(), "ready: local sandbox sb-test. Type !command to run it, /help for more.")
+	m.sb.add(kindOK, "ready: local sandbox sb-test. Type !command to run it, /help for more.")
 	m.sb.add(kindOp, "› $ make test")
 	m.sb.write(1, streamStdout, kindStdout, "ok  \tgithub.com/agentbox/sandbox/internal/tui\t0.021s\n")
 	m.sb.write(1, streamStderr, kindStderr, "warning: a very long line that is longer than the terminal is wide so it has to wrap onto the next rows\n")
 	m.sb.add(kindOK, "exit 0 (1.2s)")
 	return m, c
 }
-
-func kindOk() lineKind { return kindOK }
 
 func TestGoldenViews(t *testing.T) {
 	writeReq := approval.Request{Source: approval.SourceUser, Kind: approval.KindWrite, Provider: "local", Sandbox: "sb-test", Target: "/workspace/notes.txt",

@@ -112,6 +112,9 @@ func newModel(ctx context.Context, o Options) *model {
 		ops:   map[int]*opState{},
 	}
 	m.dlg = newDialog(&m.keys)
+	if o.Mask != nil {
+		m.dlg.mask = o.Mask
+	}
 	m.input = textinput.New()
 	m.input.Prompt = "> "
 	m.input.Placeholder = "!command, or /help"

@@ -32,7 +32,6 @@ func sendAll(m *model, msgs ...tea.Msg) {
 		m.Update(x)
 	}
 }
-func lastLines(m *model, n int) []line  { return m.sb.lines[max(0, len(m.sb.lines)-n):] }
 func hasLine(m *model, sub string) bool { return m.sb.find(sub) >= 0 }
 func (sb *scrollback) find(sub string) int {
 	for i := len(sb.lines) - 1; i >= 0; i-- {
@@ -437,5 +436,16 @@ func TestSanitize(t *testing.T) {
 		if got := sanitize(in); got != want {
 			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestDialogMasksSecrets(t *testing.T) {
+	c := newClock()
+	m := newModel(ctxBG(), Options{Now: c.now, Out: io.Discard, Bridge: NewBridge(io.Discard),
+		Mask: func(s string) string { return strings.ReplaceAll(s, "hunter2", "***") }})
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	ask(m, 1, execReq("curl -H 'token: hunter2' example.com"))
+	if v := m.View(); strings.Contains(v, "hunter2") || !strings.Contains(v, "token: ***") {
+		t.Fatalf("the dialog shows a secret:\n%s", v)
 	}
 }

@@ -69,7 +69,11 @@ type Result struct {
 // program's own.
 func Run(ctx context.Context, o Options) (Result, error) {
 	m := newModel(ctx, o)
-	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(o.In), tea.WithOutput(o.Out), tea.WithAltScreen())
+	// Signals are the root context's business (SIGINT/SIGTERM cancel ctx,
+	// which ends the program): Bubble Tea's own handler would race with it
+	// and can block its shutdown.
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(o.In), tea.WithOutput(o.Out),
+		tea.WithAltScreen(), tea.WithoutSignalHandler())
 	_, perr := p.Run()
 	o.Bridge.Detach()
 	m.cancelOps()
