@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,45 @@ func TestFlowInProcess(t *testing.T) {
 	h.until("the second exec", func() bool { return m.sb.find("exit 0") > exits || m.dlg.open() })
 	if m.dlg.open() {
 		t.Fatal("the exact call allowed for the session was asked again")
+	}
+
+	// Edit with OLD NEW: the dialog shows the change.
+	h.line(`/edit /workspace/a.txt there "the world"`)
+	h.until("the edit's dialog", m.dlg.open)
+	if v := m.View(); !strings.Contains(v, "-hi there") || !strings.Contains(v, "+hi the world") {
+		t.Fatalf("the edit's dialog should show the diff:\n%s", v)
+	}
+	c.advance(typeAheadGuard)
+	h.key(runes("y"))
+	h.until("the edit", func() bool { return hasLine(m, "edited /workspace/a.txt") })
+
+	// Reads and lists are allowed without asking.
+	for _, tc := range []struct{ in, want string }{
+		{"/read /workspace/a.txt", "hi the world"},
+		{"/ls", "/workspace/a.txt"},
+		{"/glob *.txt", "1 matches"},
+		{"/grep world", "/workspace/a.txt:1: hi the world"},
+	} {
+		n := len(m.sb.lines)
+		h.line(tc.in)
+		h.until(tc.in, func() bool { return m.sb.find(tc.want) >= n })
+		if m.dlg.open() {
+			t.Fatalf("%s asked for approval", tc.in)
+		}
+	}
+
+	// A download asks (it writes on the host) and lands the file.
+	local := filepath.Join(t.TempDir(), "a-copy.txt")
+	h.line("/download /workspace/a.txt " + local)
+	h.until("the download's dialog", m.dlg.open)
+	if v := m.View(); !strings.Contains(v, "download /workspace/a.txt to the host at "+local) {
+		t.Fatalf("the download dialog should name both ends:\n%s", v)
+	}
+	c.advance(typeAheadGuard)
+	h.key(runes("y"))
+	h.until("the download", func() bool { return hasLine(m, "download done") })
+	if data, err := os.ReadFile(local); err != nil || string(data) != "hi the world\n" {
+		t.Fatalf("downloaded %q, %v", data, err)
 	}
 
 	m.input.SetValue("/read /workspace/a")
