@@ -26,6 +26,7 @@ type harness struct {
 	t    *testing.T
 	m    *model
 	msgs chan tea.Msg
+	quit bool // a tea.Quit came back
 }
 
 func newHarness(t *testing.T, m *model) *harness {
@@ -43,6 +44,8 @@ func (h *harness) run(cmd tea.Cmd) {
 
 func (h *harness) process(msg tea.Msg) {
 	switch msg := msg.(type) {
+	case tea.QuitMsg:
+		h.quit = true
 	case tea.BatchMsg:
 		for _, c := range msg {
 			h.run(c)
@@ -244,5 +247,31 @@ func TestBridgeDetached(t *testing.T) {
 	io.WriteString(b.Progress(), "kept sandbox x\n")
 	if fallback.String() != "kept sandbox x\n" {
 		t.Fatalf("progress after Detach went nowhere: %q", fallback.String())
+	}
+}
+
+// TestFlowInterruptWhileOpening leaves once the interrupted open is undone.
+func TestFlowInterruptWhileOpening(t *testing.T) {
+	b := NewBridge(io.Discard)
+	started := make(chan struct{})
+	m := newModel(context.Background(), Options{Out: io.Discard, Bridge: b, Provider: "fake",
+		Open: func(ctx context.Context) (*engine.Session, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}})
+	h := newHarness(t, m)
+	h.until("the open to start", func() bool {
+		select {
+		case <-started:
+			return true
+		default:
+			return false
+		}
+	})
+	h.key(keyOf(tea.KeyCtrlC))
+	h.until("the program to quit", func() bool { return h.quit })
+	if !errors.Is(m.opener.err, context.Canceled) {
+		t.Fatalf("open error %v", m.opener.err)
 	}
 }

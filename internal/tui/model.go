@@ -89,6 +89,9 @@ type model struct {
 	// interrupted is set by a ctrl+c that cancelled operations; it is
 	// cleared by the next other key.
 	interrupted bool
+	// leaving is set by a ctrl+c while the session opens: the program
+	// ends once the open has been undone.
+	leaving bool
 }
 
 func newModel(ctx context.Context, o Options) *model {
@@ -331,6 +334,9 @@ func (m *model) event(ev engine.Event) {
 }
 
 func (m *model) opened(msg openedMsg) tea.Cmd {
+	if msg.err != nil && m.leaving {
+		return tea.Quit
+	}
 	if msg.err != nil {
 		m.phase = phaseFailed
 		m.sb.add(kindError, "could not open the sandbox: "+msg.err.Error())
@@ -433,6 +439,7 @@ func (m *model) interrupt() tea.Cmd {
 	switch {
 	case m.phase == phaseOpening:
 		m.openCancel()
+		m.leaving = true
 		m.sb.add(kindInfo, "interrupted; cleaning up…")
 		return nil
 	case m.phase == phaseFailed:
