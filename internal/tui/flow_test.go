@@ -146,6 +146,22 @@ func TestFlowInProcess(t *testing.T) {
 	h.key(runes("y"))
 	h.until("the edit", func() bool { return hasLine(m, "edited /workspace/a.txt") })
 
+	// Edit the whole file in the multi-line input.
+	h.line("/edit /workspace/a.txt")
+	h.until("the editor with the file's content", func() bool { return m.editing != nil })
+	if m.editor.Value() != "hi the world\n" {
+		t.Fatalf("the editor holds %q", m.editor.Value())
+	}
+	m.editor.SetValue("hi the world\nand more\n")
+	h.key(tea.KeyMsg{Type: tea.KeyCtrlS})
+	h.until("the whole-file edit's dialog", m.dlg.open)
+	if v := m.View(); !strings.Contains(v, "+and more") || !strings.Contains(v, "user wants to edit") {
+		t.Fatalf("the edit's dialog should show the added line:\n%s", v)
+	}
+	c.advance(typeAheadGuard)
+	h.key(runes("n"))
+	h.until("the denial", func() bool { return hasLine(m, "denied: edit") })
+
 	// Reads and lists are allowed without asking.
 	for _, tc := range []struct{ in, want string }{
 		{"/read /workspace/a.txt", "hi the world"},
