@@ -379,3 +379,22 @@ func childNamed(ppid, name string) int {
 	}
 	return 0
 }
+
+// TestTUISetupFails shows a failed setup's output and error in the TUI; a
+// key leaves with status 125 and the sandbox is gone.
+func TestTUISetupFails(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	script := filepath.Join(c.dir, "setup.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho about-to-fail\nexit 3\n"), 0o755)
+	s := startTmuxSized(t, c.dir, c.command().Env, c.bin+" --sandbox-setup "+script, 120, 40)
+	scr := s.waitFor("press any key to leave")
+	if !strings.Contains(scr, "about-to-fail") || !strings.Contains(scr, "could not open the sandbox") {
+		t.Fatalf("the setup's output and error should show:\n%s", scr)
+	}
+	s.send("q")
+	scr = s.waitFor("EXIT=")
+	if !strings.Contains(scr, "EXIT=125") {
+		t.Fatalf("want exit 125 after a failed setup:\n%s", scr)
+	}
+	c.assertNoLeak()
+}
