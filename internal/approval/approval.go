@@ -68,6 +68,8 @@ type Details struct {
 	Dest string `json:"dest,omitempty"`
 	// Pattern is the glob or regular expression of a glob or grep.
 	Pattern string `json:"pattern,omitempty"`
+	// From is where an upload's bytes come from on the host (only shown).
+	From string `json:"from,omitempty"`
 }
 
 // Request is one operation awaiting a decision.

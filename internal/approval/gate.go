@@ -865,7 +865,7 @@ func (g *Gate) maskRequest(r Request) Request {
 		r.Argv = argv
 	}
 	d := r.Details
-	d.Cwd, d.Diff, d.Dest, d.Pattern = g.mask(d.Cwd), g.mask(d.Diff), g.mask(d.Dest), g.mask(d.Pattern)
+	d.Cwd, d.Diff, d.Dest, d.Pattern, d.From = g.mask(d.Cwd), g.mask(d.Diff), g.mask(d.Dest), g.mask(d.Pattern), g.mask(d.From)
 	if d.Files != nil {
 		files := slices.Clone(d.Files)
 		for i := range files {

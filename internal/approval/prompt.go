@@ -145,6 +145,9 @@ func describe(req Request) string {
 	if d.Cwd != "" {
 		fmt.Fprintf(&b, "  cwd: %s\n", sanitize(d.Cwd))
 	}
+	if d.From != "" {
+		fmt.Fprintf(&b, "  from (host): %s\n", sanitize(d.From))
+	}
 	if d.Dest != "" {
 		fmt.Fprintf(&b, "  to: %s\n", sanitize(d.Dest))
 	}

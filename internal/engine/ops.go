@@ -237,7 +237,7 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 			dst, entry = path.Dir(remote), path.Base(remote)
 		}
 	}
-	details := approval.Details{Dest: remote, Bytes: total}
+	details := approval.Details{Dest: remote, Bytes: total, From: abs}
 	// Which destination files exist already: a directory upload lists the
 	// destination; a single file needs only its own target checked.
 	existing := map[string]struct{}{}

@@ -389,17 +389,19 @@ func (d *dialog) details(p pending, width int, st *Styles) []string {
 			}
 		}
 	case approval.KindUpload, approval.KindDownload:
-		from, to := r.Target, de.Dest
 		if r.Kind == approval.KindUpload {
-			from, to = "(host)", r.Target
+			to := r.Target
 			if de.Dest != "" {
 				to = de.Dest
 			}
-		}
-		if r.Kind == approval.KindUpload {
-			add(st.Op, "upload to "+to)
+			if de.From != "" {
+				add(st.Op, "upload "+de.From+" from the host")
+				add(st.Op, "to "+to)
+			} else {
+				add(st.Op, "upload to "+to)
+			}
 		} else {
-			add(st.Op, "download "+from+" to the host at "+to)
+			add(st.Op, "download "+r.Target+" to the host at "+de.Dest)
 		}
 		n := 0
 		for _, f := range de.Files {

@@ -74,7 +74,7 @@ func TestGoldenViews(t *testing.T) {
 	writeReq := approval.Request{Source: approval.SourceUser, Kind: approval.KindWrite, Provider: "local", Sandbox: "sb-test", Target: "/workspace/notes.txt",
 		Details: approval.Details{Bytes: 4, Diff: "--- a/workspace/notes.txt\n+++ b/workspace/notes.txt\n@@ -1 +1 @@\n-hello\n+bye\n"}}
 	uploadReq := approval.Request{Source: approval.SourceScript, Kind: approval.KindUpload, Provider: "local", Sandbox: "sb-test", Target: "/workspace/src",
-		Details: approval.Details{Dest: "/workspace/src", Bytes: 3 << 20, Files: []approval.FileEntry{
+		Details: approval.Details{Dest: "/workspace/src", From: "/home/me/project/src", Bytes: 3 << 20, Files: []approval.FileEntry{
 			{Path: "/workspace/src/main.go", Size: 1 << 20, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
 			{Path: "/workspace/src/go.mod", Size: 2 << 20, SHA256: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752", Exists: true},
 		}}}
