@@ -170,7 +170,7 @@ func (m *model) statusLine() string {
 		prio int // higher is dropped later
 	}
 	fields := []field{
-		{st.Status.Render(" " + provider), 3},
+		{st.Status.Render(provider), 3},
 		{st.Status.Render(id), 9},
 		{stateStyle.Render(state), 4},
 		{ttlStyle.Render(ttl), 2},
@@ -187,6 +187,9 @@ func (m *model) statusLine() string {
 		}
 		return strings.Join(parts, sep)
 	}
+	lead := st.Status.Render(" ")
+	join0 := join
+	join = func() string { return lead + join0() }
 	line := join()
 	for lipgloss.Width(line) > m.width {
 		low := -1
@@ -200,9 +203,6 @@ func (m *model) statusLine() string {
 		}
 		fields = append(fields[:low], fields[low+1:]...)
 		line = join()
-	}
-	if !strings.HasPrefix(line, st.Status.Render(" ")) {
-		line = st.Status.Render(" ") + line
 	}
 	line = ansi.Truncate(line, m.width, "…")
 	if pad := m.width - lipgloss.Width(line); pad > 0 {
