@@ -3,6 +3,7 @@ package tui
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
 
 	"github.com/agentbox/sandbox/internal/approval"
 )
@@ -173,5 +177,29 @@ func BenchmarkAppendOutput(b *testing.B) {
 	m := newModel(ctxBG(), Options{Provider: "local", Bridge: NewBridge(nil)})
 	for b.Loop() {
 		m.Update(textMsg{op: 1, stream: streamStdout, data: data})
+	}
+}
+
+// TestColourOnlyAddsEscapes renders the same screens with colour: the text
+// and layout are those of the colour-off goldens.
+func TestColourOnlyAddsEscapes(t *testing.T) {
+	for _, setup := range []func(m *model){
+		func(m *model) {},
+		func(m *model) { ask(m, 1, execReq("go test ./...")) },
+	} {
+		plain, _ := sized(t, 80, 24)
+		setup(plain)
+		coloured, _ := sized(t, 80, 24)
+		r := lipgloss.NewRenderer(io.Discard)
+		r.SetColorProfile(termenv.ANSI256)
+		coloured.st = stylesFor(r, true)
+		setup(coloured)
+		cv := coloured.View()
+		if !strings.Contains(cv, "\x1b[") {
+			t.Fatal("colour on, but no escape sequences")
+		}
+		if got, want := ansi.Strip(cv), plain.View(); got != want {
+			t.Fatalf("colour changed the text:\n--- plain\n%s\n--- coloured, stripped\n%s", want, got)
+		}
 	}
 }

@@ -51,6 +51,11 @@ func NewStyles(w io.Writer, color bool) Styles {
 	if !color {
 		r.SetColorProfile(termenv.Ascii)
 	}
+	return stylesFor(r, color)
+}
+
+// stylesFor builds the styles on renderer r.
+func stylesFor(r *lipgloss.Renderer, color bool) Styles {
 	n := r.NewStyle()
 	var (
 		accent = lipgloss.Color("12")
