@@ -104,7 +104,7 @@ func (a *App) init(cmd *cobra.Command) error {
 		Mask:            a.masker.String,
 		Progress:        a.streams.Err,
 	}
-	if a.flags.json {
+	if a.flags.json && !printsDocument(cmd) {
 		opts.Events = func(ev engine.Event) { a.events.Write(ev) }
 	}
 	if cmd == cmd.Root() && a.tuiTerminal() {

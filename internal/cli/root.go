@@ -113,6 +113,26 @@ type globalFlags struct {
 	timeout      time.Duration
 }
 
+// jsonDocument marks a command whose --json output is one JSON document (an
+// object or an array) rather than a stream of JSON Lines events: lifecycle and
+// gate events are not written to its stdout, so `| jq` sees one value. The
+// audit log still records every decision.
+const jsonDocument = "json-document"
+
+// documentOutput marks cmd as printing one JSON document and returns it.
+func documentOutput(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[jsonDocument] = "true"
+	return cmd
+}
+
+// printsDocument reports whether cmd was marked by documentOutput.
+func printsDocument(cmd *cobra.Command) bool {
+	return cmd.Annotations[jsonDocument] == "true"
+}
+
 func newRootCmd(app *App) *cobra.Command {
 	g := &app.flags
 	root := &cobra.Command{
@@ -158,11 +178,11 @@ deleted afterwards (unless --keep).`,
 	f.DurationVar(&g.timeout, "timeout", 0, "per-call timeout (e.g. 30s, 5m)")
 
 	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
-	for _, c := range []*cobra.Command{newCreateCmd(app), newListCmd(app), newInfoCmd(app), newDeleteCmd(app)} {
+	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app)} {
 		c.GroupID = "life"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newExecCmd(app), newReadCmd(app), newWriteCmd(app), newEditCmd(app), newLsCmd(app), newGlobCmd(app), newGrepCmd(app), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app)} {
+	for _, c := range []*cobra.Command{newExecCmd(app), documentOutput(newReadCmd(app)), newWriteCmd(app), newEditCmd(app), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app)} {
 		c.GroupID = "ops"
 		root.AddCommand(c)
 	}
