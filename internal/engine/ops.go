@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/archive"
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/pmezard/go-difflib/difflib"
 )
 
@@ -148,8 +149,13 @@ func (s *Session) Ls(ctx context.Context, p string, depth int) ([]providers.File
 	return s.gate.ListDir(ctx, s.info.ID, p, depth)
 }
 
-// Glob finds paths under root matching a doublestar pattern.
+// Glob finds paths under root matching a doublestar pattern. An absolute
+// pattern ("/etc/host*") is searched from its literal leading directory, so
+// root does not have to be given for it.
 func (s *Session) Glob(ctx context.Context, root, pattern string) ([]providers.FileInfo, error) {
+	if strings.HasPrefix(pattern, "/") {
+		root, _ = doublestar.SplitPattern(pattern)
+	}
 	root, err := providers.CleanPath(root, "")
 	if err != nil {
 		return nil, err
