@@ -1,6 +1,8 @@
 package e2b_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -63,4 +65,13 @@ func (h *harness) client(t *testing.T, mod func(*e2b.Options)) *e2b.Provider {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
+}
+
+// decodeJSON decodes a reply body into v.
+func decodeJSON(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("decode reply: %v", err)
+	}
 }
