@@ -21,6 +21,7 @@ package emulator
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,13 +122,20 @@ func New(backend providers.Provider, opts Options) *Server {
 	return s
 }
 
-// Registration-facing constructor: the shape providers.Registration's
-// Emulator field wants.
+// NewEmulator has the shape providers.Registration's Emulator field wants.
+// Without a key it makes up a random one in E2B's format (Env reports it),
+// so a served emulator never accepts anonymous requests.
 func NewEmulator(backend providers.Provider, opts providers.EmulatorOptions) (providers.Emulator, error) {
 	if backend == nil {
 		return nil, fmt.Errorf("e2b emulator: no backend provider: %w", providers.ErrInvalid)
 	}
-	return New(backend, Options{APIKey: opts.APIKey, Log: opts.Log}), nil
+	key := opts.APIKey
+	if key == "" {
+		var b [20]byte
+		_, _ = rand.Read(b[:])
+		key = "e2b_" + hex.EncodeToString(b[:])
+	}
+	return New(backend, Options{APIKey: key, Log: opts.Log}), nil
 }
 
 // Env returns the variables that point E2B clients at baseURL.
