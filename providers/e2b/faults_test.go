@@ -391,3 +391,19 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestExecMissingCwd checks that a working directory that does not exist
+// is an error of kind ErrInvalid, not an exit status.
+func TestExecMissingCwd(t *testing.T) {
+	h := newHarness(t)
+	p := h.client(t, nil)
+	info, err := p.Create(t.Context(), providers.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Delete(context.Background(), info.ID)
+	_, err = p.Exec(t.Context(), info.ID, providers.ExecRequest{Argv: []string{"pwd"}, Cwd: "/workspace/no-such-dir"})
+	if !errors.Is(err, providers.ErrInvalid) || !strings.Contains(err.Error(), "no-such-dir") {
+		t.Errorf("Exec in a missing cwd: err = %v, want ErrInvalid naming the directory", err)
+	}
+}

@@ -33,7 +33,7 @@ type harness struct {
 	backend providers.Provider
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	backend, err := local.New(providers.Config{StateDir: dir})
@@ -48,7 +48,7 @@ func newHarness(t *testing.T) *harness {
 }
 
 // client returns our e2b client pointed at the harness.
-func (h *harness) client(t *testing.T, mod func(*e2b.Options)) *e2b.Provider {
+func (h *harness) client(t testing.TB, mod func(*e2b.Options)) *e2b.Provider {
 	t.Helper()
 	opts := e2b.Options{
 		APIKey:     testKey,

@@ -380,16 +380,13 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 		writeStreamError(w, newRPCError(wire.CodeInvalidArgument, "process.cmd is empty"))
 		return
 	}
+	// A missing cwd is reported by the backend when the command starts
+	// (checking first would cost every command a file operation).
 	cwd := ""
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
 		c, err := resolvePath(*req.Process.Cwd)
 		if err != nil {
 			writeStreamError(w, errorFrom(err))
-			return
-		}
-		fi, err := s.backend.Stat(r.Context(), sb.backendID, c)
-		if err != nil || !fi.IsDir() {
-			writeStreamError(w, newRPCError(wire.CodeInvalidArgument, "cwd '"+c+"' does not exist or is not a directory"))
 			return
 		}
 		cwd = c
@@ -451,6 +448,10 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 			m.endErr = newRPCError(wire.CodeDeadlineExceeded, "the command exceeded its "+timeout.String()+" timeout and was killed")
 		case s.ctx.Err() != nil:
 			m.endErr = newRPCError(wire.CodeUnavailable, "the e2b emulator is shutting down")
+		case errors.Is(err, providers.ErrNotFound) || errors.Is(err, providers.ErrInvalid):
+			// The sandbox exists, so what is missing is the cwd: envd
+			// answers invalid_argument.
+			m.endErr = newRPCError(wire.CodeInvalidArgument, err.Error())
 		default:
 			m.endErr = errorFrom(err)
 		}
