@@ -21,7 +21,7 @@ type envdConn struct {
 	domain string
 }
 
-// listPageSize is the page size of GET /v2/sandboxes (the API's maximum).
+// listPageSize is the largest page of GET /v2/sandboxes.
 const listPageSize = 100
 
 func (p *Provider) controlRequest(op, method, path string, body any, idempotent bool) (request, error) {
@@ -134,7 +134,7 @@ func (p *Provider) detail(ctx context.Context, id string) (wire.SandboxDetail, e
 // filter; the server does the filtering and this client checks it again.
 func (p *Provider) List(ctx context.Context, filter providers.Filter) ([]providers.Info, error) {
 	q := url.Values{}
-	q.Set("limit", strconv.Itoa(listPageSize))
+	q.Set("limit", strconv.Itoa(p.opts.PageSize))
 	if len(filter.Labels) > 0 {
 		q.Set("metadata", EncodeMetadataQuery(filter.Labels))
 	}

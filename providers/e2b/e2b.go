@@ -101,6 +101,8 @@ type Options struct {
 	HTTPClient *http.Client
 	// Retry bounds retries; zero values take the defaults.
 	Retry RetryPolicy
+	// PageSize is the page size of List (1..100, default 100).
+	PageSize int
 }
 
 // RetryPolicy bounds the retries of one call.
@@ -185,6 +187,9 @@ func NewWithOptions(opts Options) (*Provider, error) {
 		opts.User = DefaultUser
 	}
 	opts.Retry = opts.Retry.withDefaults()
+	if opts.PageSize <= 0 || opts.PageSize > listPageSize {
+		opts.PageSize = listPageSize
+	}
 	for _, u := range []string{opts.APIURL, opts.SandboxURL} {
 		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return nil, fmt.Errorf("e2b: URL %q must start with http:// or https://: %w", u, providers.ErrInvalid)

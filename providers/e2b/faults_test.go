@@ -407,3 +407,39 @@ func TestExecMissingCwd(t *testing.T) {
 		t.Errorf("Exec in a missing cwd: err = %v, want ErrInvalid naming the directory", err)
 	}
 }
+
+// TestListPages checks that List follows X-Next-Token through every page
+// and filters by labels on the server.
+func TestListPages(t *testing.T) {
+	h := newHarness(t)
+	p := h.client(t, func(o *e2b.Options) { o.PageSize = 2 })
+	want := map[string]bool{}
+	for range 5 {
+		info, err := p.Create(t.Context(), providers.Spec{Labels: map[string]string{"paging": "yes"}})
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		defer p.Delete(context.Background(), info.ID)
+		want[info.ID] = true
+	}
+	other, err := p.Create(t.Context(), providers.Spec{Labels: map[string]string{"paging": "no"}})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Delete(context.Background(), other.ID)
+	h.faults.ResetCounts()
+	list, err := p.List(t.Context(), providers.Filter{Labels: map[string]string{"paging": "yes"}})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	got := map[string]bool{}
+	for _, info := range list {
+		got[info.ID] = true
+	}
+	if len(list) != 5 || len(got) != 5 || got[other.ID] {
+		t.Errorf("List(paging=yes) = %d sandboxes (%v), want the 5 created with that label", len(list), got)
+	}
+	if n := h.faults.Count("GET", "/v2/sandboxes"); n != 3 {
+		t.Errorf("List made %d page requests, want 3 (pages of 2, 2 and 1)", n)
+	}
+}
