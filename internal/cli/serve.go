@@ -112,6 +112,9 @@ func (a *App) serve(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	// Ending the emulator's processes first ends their streams, so the
+	// shutdown does not wait for long-running commands.
+	em.Close()
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {

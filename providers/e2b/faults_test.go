@@ -13,7 +13,9 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/e2b"
+	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/local"
 )
 
 // labelled returns a spec with a label unique to the test, so that the
@@ -441,5 +443,57 @@ func TestListPages(t *testing.T) {
 	}
 	if n := h.faults.Count("GET", "/v2/sandboxes"); n != 3 {
 		t.Errorf("List made %d page requests, want 3 (pages of 2, 2 and 1)", n)
+	}
+}
+
+// TestEmulatorRestart checks that a new emulator on the same backend finds
+// the sandboxes the previous one created, with their metadata and
+// deadline, and that a client keeps working with them.
+func TestEmulatorRestart(t *testing.T) {
+	dir := t.TempDir()
+	backend, err := local.New(providers.Config{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
+	url1 := emulator.Serve(t, first)
+	p1, err := e2b.NewWithOptions(e2b.Options{APIKey: testKey, APIURL: url1, SandboxURL: url1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := p1.Create(t.Context(), providers.Spec{Labels: map[string]string{"restart": "yes"}, TTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if err := p1.WriteFile(t.Context(), info.ID, "/workspace/kept", strings.NewReader("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	second := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
+	t.Cleanup(func() { _ = second.Close() })
+	url2 := emulator.Serve(t, second)
+	p2, err := e2b.NewWithOptions(e2b.Options{APIKey: testKey, APIURL: url2, SandboxURL: url2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Delete(context.Background(), info.ID)
+	got, err := p2.Get(t.Context(), info.ID)
+	if err != nil {
+		t.Fatalf("Get after restart: %v", err)
+	}
+	if len(got.Labels) != 1 || got.Labels["restart"] != "yes" {
+		t.Errorf("labels after restart = %v, want only restart=yes", got.Labels)
+	}
+	if d := got.ExpiresAt.Sub(info.ExpiresAt).Abs(); d > 2*time.Second {
+		t.Errorf("deadline after restart = %v, was %v", got.ExpiresAt, info.ExpiresAt)
+	}
+	var out bytes.Buffer
+	if _, err := p2.Exec(t.Context(), info.ID, providers.ExecRequest{Argv: []string{"cat", "/workspace/kept"}, Stdout: &out}); err != nil || out.String() != "kept" {
+		t.Errorf("Exec after restart: %q, %v", out.String(), err)
+	}
+	list, err := p2.List(t.Context(), providers.Filter{Labels: map[string]string{"restart": "yes"}})
+	if err != nil || len(list) != 1 {
+		t.Errorf("List after restart = %v, %v; want the one sandbox", list, err)
 	}
 }

@@ -105,12 +105,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		labels = map[string]string{}
 	}
 	for k := range labels {
-		if k == labelMarker || k == labelID || k == labelTemplate {
+		if internalLabel(k) {
 			writeAPIError(w, http.StatusBadRequest, "metadata key "+k+" is reserved by the emulator")
 			return
 		}
 	}
 	labels[labelMarker], labels[labelID], labels[labelTemplate] = "1", id, body.TemplateID
+	labels[labelEnd] = strconv.FormatInt(s.now().Add(time.Duration(timeout)*time.Second).Unix(), 10)
 	spec := providers.Spec{Labels: labels, Env: body.EnvVars}
 	if body.AllowInternetAccess != nil {
 		spec.Network = providers.NetworkOff
@@ -139,7 +140,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		sb.metadata = map[string]string{}
 	}
 	if body.Secure == nil || *body.Secure {
-		sb.token = randomString(32)
+		sb.token = s.tokenFor(id)
 	}
 	s.mu.Lock()
 	s.sandboxes[id] = sb

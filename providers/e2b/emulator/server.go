@@ -21,6 +21,7 @@ package emulator
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -48,7 +49,16 @@ const (
 	labelMarker   = "e2b-emulator"
 	labelID       = "e2b-emulator-id"
 	labelTemplate = "e2b-emulator-template"
+	// labelEnd holds the end of the sandbox's first timeout (Unix
+	// seconds), so that a restarted emulator keeps its deadline.
+	labelEnd = "e2b-emulator-end"
 )
+
+// internalLabel reports the labels the emulator keeps for itself and never
+// shows as metadata.
+func internalLabel(k string) bool {
+	return k == labelMarker || k == labelID || k == labelTemplate || k == labelEnd
+}
 
 // Timeouts of created sandboxes, in seconds: the server default when the
 // create call sends none, and the longest allowed.
@@ -81,6 +91,10 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// secret derives each sandbox's envd access token, so tokens stay the
+	// same when an emulator with the same API key restarts.
+	secret string
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
@@ -115,7 +129,11 @@ func New(backend providers.Provider, opts Options) *Server {
 		opts.ReapInterval = time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{backend: backend, opts: opts, now: opts.Now, ctx: ctx, cancel: cancel, sandboxes: map[string]*sandbox{}}
+	secret := opts.APIKey
+	if secret == "" {
+		secret = randomString(32)
+	}
+	s := &Server{backend: backend, opts: opts, now: opts.Now, ctx: ctx, cancel: cancel, secret: secret, sandboxes: map[string]*sandbox{}}
 	s.routes()
 	s.wg.Add(1)
 	go s.reap()
@@ -151,8 +169,9 @@ func (s *Server) Env(baseURL string) map[string]string {
 	}
 }
 
-// Close stops the reaper and kills the processes the emulator started.
-// The backend's sandboxes stay; a new emulator finds them again.
+// Close stops the reaper and kills the processes the emulator started,
+// which ends their streams. The backend's sandboxes stay; a new emulator
+// finds them again. Close may be called more than once.
 func (s *Server) Close() error {
 	s.cancel()
 	s.wg.Wait()
@@ -291,9 +310,13 @@ func (s *Server) adopt(info providers.Info) *sandbox {
 	}
 	md := map[string]string{}
 	for k, v := range info.Labels {
-		if k != labelMarker && k != labelID && k != labelTemplate {
+		if !internalLabel(k) {
 			md[k] = v
 		}
+	}
+	end := s.now().Add(5 * time.Minute)
+	if n, err := strconv.ParseInt(info.Labels[labelEnd], 10, 64); err == nil {
+		end = time.Unix(n, 0)
 	}
 	started := info.CreatedAt
 	if started.IsZero() {
@@ -301,11 +324,17 @@ func (s *Server) adopt(info providers.Info) *sandbox {
 	}
 	sb := &sandbox{
 		id: id, backendID: info.ID, template: info.Labels[labelTemplate], metadata: md,
-		token: randomString(32), started: started, end: s.now().Add(defaultTimeout * time.Second * 20),
+		token: s.tokenFor(id), started: started, end: end,
 		procs: map[uint32]*process{}, nextPID: 1000,
 	}
 	s.sandboxes[id] = sb
 	return sb
+}
+
+// tokenFor derives the envd access token of sandbox id.
+func (s *Server) tokenFor(id string) string {
+	sum := sha256.Sum256([]byte("e2b-emulator envd token\x00" + s.secret + "\x00" + id))
+	return hex.EncodeToString(sum[:16])
 }
 
 // validID reports an E2B-style id.
