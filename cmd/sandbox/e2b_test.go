@@ -76,4 +76,3 @@ func TestE2BCredentialExitCodes(t *testing.T) {
 	}
 	c.assertNoLeak()
 }
-
