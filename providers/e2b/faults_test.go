@@ -497,3 +497,29 @@ func TestEmulatorRestart(t *testing.T) {
 		t.Errorf("List after restart = %v, %v; want the one sandbox", list, err)
 	}
 }
+
+// TestLabelsWithSpecialCharacters checks that labels survive the metadata
+// query encoding in both directions.
+func TestLabelsWithSpecialCharacters(t *testing.T) {
+	h := newHarness(t)
+	p := h.client(t, nil)
+	labels := map[string]string{"a&b": "c=d e+f%", "ünï": "ĉödé/?#"}
+	info, err := p.Create(t.Context(), providers.Spec{Labels: labels})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Delete(context.Background(), info.ID)
+	list, err := p.List(t.Context(), providers.Filter{Labels: labels})
+	if err != nil || len(list) != 1 || list[0].ID != info.ID {
+		t.Fatalf("List(%v) = %v, %v; want the one sandbox", labels, list, err)
+	}
+	for k, v := range labels {
+		if list[0].Labels[k] != v {
+			t.Errorf("label %q = %q, want %q", k, list[0].Labels[k], v)
+		}
+	}
+	list, err = p.List(t.Context(), providers.Filter{Labels: map[string]string{"a&b": "c=d"}})
+	if err != nil || len(list) != 0 {
+		t.Errorf("List with a partial value = %v, %v; want none", list, err)
+	}
+}
