@@ -214,6 +214,20 @@ func (p *Provider) SetTimeout(ctx context.Context, id string, d time.Duration) e
 	return err
 }
 
+// Pause pauses a running sandbox (E2B keeps its memory and files); the
+// next operation on it, or Connect, resumes it.
+func (p *Provider) Pause(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	r, err := p.controlRequest("pause "+id, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/pause", struct{}{}, false)
+	if err != nil {
+		return err
+	}
+	_, err = p.doJSON(ctx, r, nil)
+	return err
+}
+
 // Connect resumes a paused sandbox (or finds a running one), extending its
 // lifetime to at least d from now, and remembers how to reach it.
 func (p *Provider) Connect(ctx context.Context, id string, d time.Duration) error {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/e2b/wire"
@@ -45,6 +47,25 @@ func (p *Provider) envdRequest(ctx context.Context, id, op, path string) (reques
 	return request{api: envdAPI, op: op, method: http.MethodPost, url: p.envdBase(id, c) + path, header: h}, nil
 }
 
+// doEnvd sends an envd request; when the edge cannot reach a sandbox
+// that turns out to be paused, it resumes the sandbox and sends the
+// request once more (it never reached envd the first time). Streamed
+// bodies are not sent again.
+func (p *Provider) doEnvd(ctx context.Context, id string, r request) (*http.Response, error) {
+	resp, err := p.do(ctx, r)
+	if err == nil || !errors.Is(err, errUnreachable) || r.stream != nil {
+		return resp, err
+	}
+	d, derr := p.detail(ctx, id)
+	if derr != nil || d.State != wire.StatePaused {
+		return nil, err
+	}
+	if cerr := p.Connect(ctx, id, max(time.Until(d.EndAt), 5*time.Minute)); cerr != nil {
+		return nil, fmt.Errorf("e2b: resume paused sandbox %s: %w", id, cerr)
+	}
+	return p.do(ctx, r)
+}
+
 // unary calls a unary Connect method with JSON.
 func (p *Provider) unary(ctx context.Context, id, op, path string, in, out any, idempotent bool) error {
 	r, err := p.envdRequest(ctx, id, op, path)
@@ -58,7 +79,7 @@ func (p *Provider) unary(ctx context.Context, id, op, path string, in, out any, 
 	r.body, r.idempotent = b, idempotent
 	r.header.Set("Content-Type", wire.ContentTypeUnary)
 	r.header.Set("Connect-Protocol-Version", "1")
-	resp, err := p.do(ctx, r)
+	resp, err := p.doEnvd(ctx, id, r)
 	if err != nil {
 		return err
 	}
@@ -95,7 +116,7 @@ func (p *Provider) stream(ctx context.Context, id, op, path string, in any, time
 	if timeoutMs > 0 {
 		r.header.Set(wire.HeaderConnectTimeout, strconv.FormatInt(timeoutMs, 10))
 	}
-	resp, err := p.do(ctx, r)
+	resp, err := p.doEnvd(ctx, id, r)
 	if err != nil {
 		return nil, err
 	}

@@ -523,3 +523,48 @@ func TestLabelsWithSpecialCharacters(t *testing.T) {
 		t.Errorf("List with a partial value = %v, %v; want none", list, err)
 	}
 }
+
+// TestPauseResumeTimeout checks SetTimeout, Pause and the resume that the
+// next operation on a paused sandbox performs.
+func TestPauseResumeTimeout(t *testing.T) {
+	h := newHarness(t)
+	p := h.client(t, nil)
+	ctx := t.Context()
+	info, err := p.Create(ctx, providers.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Delete(context.Background(), info.ID)
+
+	if err := p.SetTimeout(ctx, info.ID, 30*time.Second); err != nil {
+		t.Fatalf("SetTimeout: %v", err)
+	}
+	got, err := p.Get(ctx, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(got.ExpiresAt); left < 25*time.Second || left > 31*time.Second {
+		t.Errorf("after SetTimeout(30s) the sandbox expires in %v", left)
+	}
+
+	if err := p.Pause(ctx, info.ID); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if got, err := p.Get(ctx, info.ID); err != nil || got.State != providers.StatePaused {
+		t.Fatalf("Get after Pause = %v, %v; want paused", got.State, err)
+	}
+	if err := p.Pause(ctx, info.ID); !errors.Is(err, providers.ErrInvalid) {
+		t.Errorf("pausing a paused sandbox: err = %v, want ErrInvalid (409)", err)
+	}
+	var out bytes.Buffer
+	if _, err := p.Exec(ctx, info.ID, providers.ExecRequest{Argv: []string{"echo", "resumed"}, Stdout: &out}); err != nil || out.String() != "resumed\n" {
+		t.Fatalf("Exec on a paused sandbox = %q, %v; want it resumed and run", out.String(), err)
+	}
+	got, err = p.Get(ctx, info.ID)
+	if err != nil || got.State != providers.StateRunning {
+		t.Errorf("Get after the resume = %v, %v; want running", got.State, err)
+	}
+	if left := time.Until(got.ExpiresAt); left < 4*time.Minute {
+		t.Errorf("after resuming the sandbox expires in %v, want at least the 5 minutes a resume grants", left)
+	}
+}

@@ -47,7 +47,7 @@ func (p *Provider) ReadFile(ctx context.Context, id, file string) (io.ReadCloser
 		return nil, err
 	}
 	r.idempotent = true
-	resp, err := p.do(ctx, r)
+	resp, err := p.doEnvd(ctx, id, r)
 	if err != nil {
 		return nil, err
 	}

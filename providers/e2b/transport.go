@@ -27,6 +27,10 @@ const (
 	envdAPI
 )
 
+// errUnreachable marks the edge's reply for a sandbox it cannot reach; the
+// request did not reach envd, so it may be sent again after a resume.
+var errUnreachable = errors.New("sandbox unreachable")
+
 // request is one logical call, possibly sent several times.
 type request struct {
 	api    api
@@ -180,14 +184,16 @@ func (p *Provider) statusError(r request, resp *http.Response) error {
 	if connectCode != "" {
 		kind = kindForCode(connectCode)
 	}
-	// The edge proxy answers 502 for a sandbox that does not exist.
+	// The edge proxy answers 502 for a sandbox it cannot reach: gone, or
+	// paused. The request never reached envd.
+	var cause error
 	if status == http.StatusBadGateway && (body.SandboxID != "" || strings.Contains(strings.ToLower(msg), "not found")) {
-		kind = providers.ErrNotFound
+		kind, cause = providers.ErrNotFound, errUnreachable
 	}
 	if status == http.StatusTooManyRequests {
 		kind = providers.ErrQuota
 	}
-	return &providers.Error{Kind: kind, Provider: Name, Op: r.op, Msg: fmt.Sprintf("%s (HTTP %d)", msg, status)}
+	return &providers.Error{Kind: kind, Provider: Name, Op: r.op, Msg: fmt.Sprintf("%s (HTTP %d)", msg, status), Err: cause}
 }
 
 func kindForStatus(status int) error {
