@@ -151,9 +151,32 @@ async function flow(sbx) {
     assert.equal(r.stdout.trim(), String(50 << 20))
   })
 
+  await step('files getInfo, stream read, and a multi-file write', async () => {
+    const info = await sbx.files.getInfo(`${work}/hello.txt`)
+    assert.equal(info.type, 'file')
+    assert.equal(info.name, 'hello.txt')
+    assert.equal(info.size, Buffer.byteLength('hello from the official SDK\nsecond line ✓\n'))
+    assert.ok(info.modifiedTime instanceof Date && !isNaN(info.modifiedTime))
+    const dir = await sbx.files.getInfo(work)
+    assert.equal(dir.type, 'dir')
+
+    const stream = await sbx.files.read(`${work}/hello.txt`, { format: 'stream' })
+    const chunks = []
+    for await (const c of stream) chunks.push(Buffer.from(c))
+    assert.equal(Buffer.concat(chunks).toString(), 'hello from the official SDK\nsecond line ✓\n')
+
+    const written = await sbx.files.write([
+      { path: `${work}/multi/one.txt`, data: 'one' },
+      { path: `${work}/multi/deeper/two.txt`, data: 'two' },
+    ])
+    assert.deepEqual(written.map((w) => w.path).sort(), [`${work}/multi/deeper/two.txt`, `${work}/multi/one.txt`])
+    assert.equal(await sbx.files.read(`${work}/multi/deeper/two.txt`), 'two')
+    await assert.rejects(sbx.files.read(`${work}/multi/missing.txt`))
+  })
+
   await step('files list, exists, makeDir, rename, remove', async () => {
     const names = (await sbx.files.list(work)).map((e) => e.name)
-    for (const n of ['hello.txt', 'big.bin', 'cwd']) assert.ok(names.includes(n), `${n} not in ${names}`)
+    for (const n of ['hello.txt', 'big.bin', 'cwd', 'multi']) assert.ok(names.includes(n), `${n} not in ${names}`)
     const entry = (await sbx.files.list(work)).find((e) => e.name === 'hello.txt')
     assert.equal(entry.type, 'file')
     assert.equal(entry.path, `${work}/hello.txt`)
@@ -183,6 +206,22 @@ async function flow(sbx) {
     assert.deepEqual(mine[0].metadata, metadata)
     const other = await Sandbox.list({ query: { metadata: { ...metadata, run: 'not-this-run' } } }).nextItems()
     assert.equal(other.length, 0)
+  })
+
+  await step('Sandbox.list pages', async () => {
+    const second = await Sandbox.create({ metadata: { ...metadata, second: 'yes' } })
+    try {
+      const pages = Sandbox.list({ query: { metadata: { run } }, limit: 1 })
+      const seen = []
+      while (pages.hasNext) {
+        const items = await pages.nextItems()
+        assert.ok(items.length <= 1, `a page of ${items.length} with limit 1`)
+        seen.push(...items.map((s) => s.sandboxId))
+      }
+      assert.deepEqual(seen.sort(), [sbx.sandboxId, second.sandboxId].sort())
+    } finally {
+      await second.kill()
+    }
   })
 
   await step('Sandbox.connect by id', async () => {
