@@ -3,9 +3,13 @@ package e2b_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -372,6 +376,53 @@ func TestHostRouting(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("Stat via Host %s (token %q): status %d, want %d", tc.host, tc.token, resp.StatusCode, tc.want)
+		}
+	}
+
+	// A signed download URL works without the token, as the SDKs'
+	// downloadUrl makes them: "v1_" + base64(sha256(path:op:user:token[:exp])).
+	if err := p.WriteFile(t.Context(), info.ID, "/workspace/signed.txt", strings.NewReader("signed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sign := func(path, op, user, exp string) string {
+		msg := path + ":" + op + ":" + user + ":" + d.token
+		if exp != "" {
+			msg += ":" + exp
+		}
+		sum := sha256.Sum256([]byte(msg))
+		return "v1_" + strings.TrimRight(base64.StdEncoding.EncodeToString(sum[:]), "=")
+	}
+	future := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	past := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+	q := func(kv ...string) string {
+		v := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v.Encode()
+	}
+	const file = "/workspace/signed.txt"
+	for _, tc := range []struct {
+		name, query string
+		want        int
+	}{
+		{"signed", q("path", file, "signature", sign(file, "read", "", "")), 200},
+		{"signed with expiry", q("path", file, "signature_expiration", future, "signature", sign(file, "read", "", future)), 200},
+		{"expired", q("path", file, "signature_expiration", past, "signature", sign(file, "read", "", past)), 401},
+		{"signed for writing", q("path", file, "signature", sign(file, "write", "", "")), 401},
+		{"signed for another user", q("path", file, "username", "root", "signature", sign(file, "read", "", "")), 401},
+		{"unsigned", q("path", file), 401},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", h.url+"/files?"+tc.query, nil)
+		req.Host = "49983-" + info.ID + ".e2b.local"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || (tc.want == 200 && string(body) != "signed") {
+			t.Errorf("%s download: status %d body %q, want %d", tc.name, resp.StatusCode, body, tc.want)
 		}
 	}
 }
