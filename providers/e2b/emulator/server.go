@@ -10,12 +10,20 @@
 // envd; everything else is the control plane. Point clients at it with
 // E2B_API_URL and E2B_SANDBOX_URL both set to the server's URL (see Env).
 //
-// What it does not implement: templates (any template id is accepted and
-// the backend's default image is used unless the backend supports images),
-// pause that freezes processes (a paused sandbox only refuses envd traffic),
-// PTYs, directory watching, users (every command runs as the backend's
-// user), ports other than envd's, snapshots, forks, volumes, metrics, logs,
-// network rules and Range requests on /files.
+// What it does not implement: the template, snapshot, fork, volume,
+// secret, team, key, node and admin APIs; sandbox logs and metrics;
+// PUT /sandboxes/{id}/network and the network, mcp, iam, volumeMounts and
+// autoPause/autoResume fields of a create (allow_internet_access maps to
+// the backend's network mode); templates themselves (any template id is
+// accepted and the backend's default image is used unless the backend
+// supports images); a pause that freezes processes (a paused sandbox only
+// refuses envd traffic until connect); envd's PTYs, directory watching,
+// /files/compose, /metrics and the orchestrator's endpoints; Range and gzip
+// replies on GET /files and file metadata (X-Metadata-*); distinct users
+// (every command runs as the backend's user; relative paths and ~ start at
+// /workspace); ports other than envd's; signals other than SIGKILL and
+// SIGTERM (both end the command through the backend); exit events kept for
+// late Connect calls; protobuf binary encoding and compression.
 package emulator
 
 import (
