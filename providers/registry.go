@@ -2,6 +2,8 @@ package providers
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -50,6 +52,31 @@ type Registration struct {
 	// New builds the provider. A missing required key returns a
 	// *CredentialError.
 	New func(cfg Config) (Provider, error)
+	// Emulator, when set, builds a server speaking this provider's wire
+	// API that runs everything on backend (any provider). `sandbox serve
+	// --api <Name>` uses it; nil means the provider has no emulator.
+	Emulator func(backend Provider, opts EmulatorOptions) (Emulator, error)
+}
+
+// EmulatorOptions configure an emulator.
+type EmulatorOptions struct {
+	// APIKey is the key clients must present; empty accepts any
+	// non-empty key.
+	APIKey string
+	// Log receives one line per request; nil logs nothing.
+	Log io.Writer
+}
+
+// Emulator is a server speaking a provider's wire API.
+type Emulator interface {
+	http.Handler
+	// Env returns the variables that point the provider's clients (ours
+	// and the official SDKs) at the emulator served at baseURL, such as
+	// "http://127.0.0.1:3000".
+	Env(baseURL string) map[string]string
+	// Close ends background work and the processes it started; the
+	// backend's sandboxes are left alone.
+	Close() error
 }
 
 // Configured reports whether every required variable is set in cfg.

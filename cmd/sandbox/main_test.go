@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -29,7 +32,13 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			env.Setenv("HOME", filepath.Join(env.WorkDir, ".home"))
 			env.Setenv("HOST_ONLY_VAR", "host-only-value")
-			return nil
+			// A free loopback address for scripts that start `sandbox serve`.
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			env.Setenv("SERVE_ADDR", ln.Addr().String())
+			return ln.Close()
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// setenv-stdout NAME sets NAME to the trimmed stdout of the
@@ -39,6 +48,25 @@ func TestScripts(t *testing.T) {
 					ts.Fatalf("usage: setenv-stdout NAME")
 				}
 				ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
+			},
+			// wait-http URL waits (up to 30s) until URL answers any HTTP
+			// status, e.g. for a server started in the background.
+			"wait-http": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: wait-http URL")
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					resp, err := http.Get(args[0])
+					if err == nil {
+						resp.Body.Close()
+						return
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("%s did not answer within 30s: %v", args[0], err)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
 			},
 			// no-sandboxes fails unless the state holds no sandbox: the
 			// registry is empty and the local provider keeps no directory.

@@ -186,7 +186,7 @@ deleted afterwards (unless --keep).`,
 		c.GroupID = "ops"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newProvidersCmd(app), newVersionCmd(app), newExitCodesCmd(app)} {
+	for _, c := range []*cobra.Command{newProvidersCmd(app), newServeCmd(app), newVersionCmd(app), newExitCodesCmd(app)} {
 		c.GroupID = "more"
 		root.AddCommand(c)
 	}

@@ -113,6 +113,26 @@ func (e *Engine) provider(name string) (providers.Provider, error) {
 	return p, nil
 }
 
+// Gated returns the named provider behind the approval gate, for serving it
+// to other programs (`sandbox serve`): every operation is decided by the
+// policy and recorded in the audit log, as in a session. Engine.Close
+// releases the provider.
+func (e *Engine) Gated(name string) (*approval.Gate, error) {
+	p, err := e.provider(name)
+	if err != nil {
+		return nil, err
+	}
+	return approval.NewGate(p, approval.GateOptions{
+		Policy:   e.opts.Policy,
+		Approver: e.opts.Approver,
+		Audit:    e.opts.Audit,
+		Mask:     e.opts.Mask,
+		OnEvent: func(ev approval.Event) {
+			e.emit(Event{Type: string(ev.Type), Gate: &ev})
+		},
+	}), nil
+}
+
 // Close releases provider connections.
 func (e *Engine) Close() error {
 	e.mu.Lock()

@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/sandbox/internal/output"
+	"github.com/agentbox/sandbox/providers"
+)
+
+// serveFlags are the flags of `sandbox serve`.
+type serveFlags struct {
+	api     string
+	addr    string
+	backend string
+	apiKey  string
+	log     bool
+}
+
+func newServeCmd(app *App) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve --api NAME",
+		Short: "Serve a cloud provider's API (e2b) on sandboxes of another provider (local by default)",
+		Long: `serve runs an emulator of a cloud provider's API — the control plane and the
+in-sandbox daemon on one listener — whose sandboxes are real sandboxes of
+another provider, local by default. Code written for that provider's official
+SDK runs against it unchanged: point the SDK at it with the variables printed
+on stdout (for e2b: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY).
+
+Every operation passes through the approval policy like any other; requests
+count as your own, so --deny rules and a --policy file apply.`,
+		Example: `  sandbox serve --api e2b --addr 127.0.0.1:3000
+  sandbox serve --api e2b --backend local --log`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return app.serve(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.api, "api", "", "the API to serve: a provider with an emulator (e2b)")
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:3000", "listen on `HOST:PORT` (port 0 picks a free one)")
+	fl.StringVar(&f.backend, "backend", "local", "the provider whose sandboxes back the emulator")
+	fl.StringVar(&f.apiKey, "api-key", "", "the API key clients must send (default: a random key, printed)")
+	fl.BoolVar(&f.log, "log", false, "log every request to stderr")
+	return cmd
+}
+
+// emulatorNames lists the providers that have an emulator.
+func (a *App) emulatorNames() []string {
+	var names []string
+	for _, reg := range a.deps.Registry.All() {
+		if reg.Emulator != nil {
+			names = append(names, reg.Name)
+		}
+	}
+	return names
+}
+
+func (a *App) serve(ctx context.Context, f serveFlags) error {
+	if f.api == "" {
+		return &UsageError{Err: fmt.Errorf("--api is required (one of: %s)", strings.Join(a.emulatorNames(), ", "))}
+	}
+	reg, err := a.deps.Registry.Lookup(f.api)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	if reg.Emulator == nil {
+		return &UsageError{Err: fmt.Errorf("provider %s has no emulator (serve one of: %s)", f.api, strings.Join(a.emulatorNames(), ", "))}
+	}
+	if _, err := a.deps.Registry.Lookup(f.backend); err != nil {
+		return &UsageError{Err: fmt.Errorf("--backend: %w", err)}
+	}
+	backend, err := a.engine.Gated(f.backend)
+	if err != nil {
+		return err
+	}
+	opts := providers.EmulatorOptions{APIKey: f.apiKey}
+	if f.log {
+		opts.Log = a.masker.Writer(a.streams.Err)
+	}
+	em, err := reg.Emulator(backend, opts)
+	if err != nil {
+		return err
+	}
+	defer em.Close()
+
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("--addr: %w", err)}
+	}
+	url := "http://" + ln.Addr().String()
+	env := em.Env(url)
+	if err := a.printServeEnv(a.streams.Out, f.api, url, env); err != nil {
+		ln.Close()
+		return err
+	}
+	fmt.Fprintf(a.streams.Err, "sandbox: serving the %s API on %s, backed by %s sandboxes; stop with Ctrl-C\n", f.api, url, f.backend)
+
+	srv := &http.Server{Handler: em, ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Ending the emulator's processes first ends their streams, so the
+	// shutdown does not wait for long-running commands.
+	em.Close()
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("serve: shut down: %w", err)
+	}
+	fmt.Fprintln(a.streams.Err, "sandbox: stopped serving")
+	// Stopping on a signal is how a server ends: not an error.
+	return nil
+}
+
+// printServeEnv prints the variables clients need: shell export lines, or
+// one JSON object with --json.
+func (a *App) printServeEnv(w io.Writer, api, url string, env map[string]string) error {
+	if a.flags.json {
+		return output.JSON(w, map[string]any{"api": api, "url": url, "env": env})
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, err := fmt.Fprintf(w, "export %s=%s\n", k, shellQuote(env[k])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./:@%+=,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,218 @@
+// Package e2b is the E2B provider: a thin HTTP client of E2B's control
+// plane (REST) and of envd, the daemon inside every sandbox (Connect RPC
+// with JSON, plus /files for streamed uploads and downloads).
+//
+// Configuration comes from E2B_API_KEY (required), E2B_DOMAIN, E2B_API_URL
+// and E2B_SANDBOX_URL, the variables the official SDKs read, so the same
+// settings point this client and the SDKs at E2B or at an emulator
+// (`sandbox serve --api e2b`, see the emulator package).
+//
+// Calls that are safe to repeat (reads, kill, set timeout, mkdir, remove)
+// are retried on 429 and 5xx with exponential backoff, honouring
+// Retry-After, a bounded number of times. Calls with side effects (create,
+// process start, move, upload) are retried only when the server refused
+// them outright with 429 or the connection was never made, so a command is
+// never run twice by a retry.
+package e2b
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/e2b/emulator"
+)
+
+// Name is the registry name of the provider.
+const Name = "e2b"
+
+// Environment variables the provider reads.
+const (
+	EnvAPIKey     = "E2B_API_KEY"
+	EnvDomain     = "E2B_DOMAIN"
+	EnvAPIURL     = "E2B_API_URL"
+	EnvSandboxURL = "E2B_SANDBOX_URL"
+	EnvTemplate   = "E2B_TEMPLATE"
+	EnvUser       = "E2B_USER"
+)
+
+// Defaults of the public service.
+const (
+	DefaultDomain   = "e2b.app"
+	DefaultTemplate = "base"
+	// DefaultUser runs commands and file operations as root, so that
+	// /workspace (the contract's working directory) can be created and
+	// used on E2B's standard templates.
+	DefaultUser = "root"
+	// DefaultLifetime is the sandbox timeout sent when a Spec has no TTL:
+	// E2B always ends a sandbox after its timeout, and one hour is the
+	// longest the smallest plan allows.
+	DefaultLifetime = time.Hour
+)
+
+// capabilities are what E2B supports. Network is the sandbox-wide
+// allow_internet_access flag; Resources depend on the template, not on
+// the create call.
+var capabilities = providers.Capabilities{Network: true, TTL: true, Labels: true, Stdin: true, Image: true}
+
+// Registration describes the provider to the registry, emulator included.
+func Registration() providers.Registration {
+	return providers.Registration{
+		Name:        Name,
+		Description: "E2B cloud sandboxes (Firecracker microVMs) through E2B's API",
+		Env: []providers.EnvKey{
+			{Name: EnvAPIKey, Help: "API key from the E2B dashboard", Required: true, Secret: true},
+			{Name: EnvDomain, Help: "E2B domain (default " + DefaultDomain + ")"},
+			{Name: EnvAPIURL, Help: "control-plane URL (default https://api.<domain>)"},
+			{Name: EnvSandboxURL, Help: "one URL for every sandbox's envd, routed by headers (emulators)"},
+			{Name: EnvTemplate, Help: "template used when --image is not given (default " + DefaultTemplate + ")"},
+			{Name: EnvUser, Help: "user commands and files run as (default " + DefaultUser + ")"},
+		},
+		Capabilities: capabilities,
+		New: func(cfg providers.Config) (providers.Provider, error) {
+			return New(cfg)
+		},
+		Emulator: emulator.NewEmulator,
+	}
+}
+
+// Options configure a Provider directly (tests, benchmarks); New reads
+// them from the environment.
+type Options struct {
+	APIKey string
+	// Domain builds the default URLs; empty means DefaultDomain.
+	Domain string
+	// APIURL is the control plane's base URL; empty means
+	// https://api.<Domain>.
+	APIURL string
+	// SandboxURL, when set, receives every envd request, routed by the
+	// E2b-Sandbox-Id and E2b-Sandbox-Port headers; otherwise envd is
+	// reached at https://49983-<id>.<domain>.
+	SandboxURL string
+	// Template is used when a Spec names no image.
+	Template string
+	// User is the Linux user of commands and file operations.
+	User string
+	// HTTPClient makes the requests; nil means a client with sane
+	// connection timeouts and no overall timeout (streams are long).
+	HTTPClient *http.Client
+	// Retry bounds retries; zero values take the defaults.
+	Retry RetryPolicy
+	// PageSize is the page size of List (1..100, default 100).
+	PageSize int
+}
+
+// RetryPolicy bounds the retries of one call.
+type RetryPolicy struct {
+	// Attempts is the most tries of one call, the first included
+	// (default 5).
+	Attempts int
+	// BaseDelay is the first backoff delay, doubled each time
+	// (default 250ms), up to MaxDelay (default 5s).
+	BaseDelay, MaxDelay time.Duration
+	// MaxRetryAfter is the longest Retry-After honoured; a server asking
+	// for a longer wait fails the call at once (default 30s).
+	MaxRetryAfter time.Duration
+}
+
+func (r RetryPolicy) withDefaults() RetryPolicy {
+	if r.Attempts <= 0 {
+		r.Attempts = 5
+	}
+	if r.BaseDelay <= 0 {
+		r.BaseDelay = 250 * time.Millisecond
+	}
+	if r.MaxDelay <= 0 {
+		r.MaxDelay = 5 * time.Second
+	}
+	if r.MaxRetryAfter <= 0 {
+		r.MaxRetryAfter = 30 * time.Second
+	}
+	return r
+}
+
+// Provider is the E2B client. It is safe for concurrent use.
+type Provider struct {
+	opts   Options
+	client *http.Client
+
+	// mu guards conns, what envd needs per sandbox (token, domain),
+	// learnt at create or on first use.
+	mu    sync.Mutex
+	conns map[string]envdConn
+}
+
+var (
+	_ providers.Provider = (*Provider)(nil)
+	_ providers.Closer   = (*Provider)(nil)
+)
+
+// New builds a provider from the configuration. A missing E2B_API_KEY
+// returns a *providers.CredentialError.
+func New(cfg providers.Config) (*Provider, error) {
+	opts := Options{
+		APIKey:     strings.TrimSpace(cfg.Lookup(EnvAPIKey)),
+		Domain:     cfg.Lookup(EnvDomain),
+		APIURL:     cfg.Lookup(EnvAPIURL),
+		SandboxURL: cfg.Lookup(EnvSandboxURL),
+		Template:   cfg.Lookup(EnvTemplate),
+		User:       cfg.Lookup(EnvUser),
+	}
+	if opts.APIKey == "" {
+		return nil, &providers.CredentialError{Provider: Name, Var: EnvAPIKey}
+	}
+	return NewWithOptions(opts)
+}
+
+// NewWithOptions builds a provider from explicit options.
+func NewWithOptions(opts Options) (*Provider, error) {
+	if opts.APIKey == "" {
+		return nil, &providers.CredentialError{Provider: Name, Var: EnvAPIKey}
+	}
+	if opts.Domain == "" {
+		opts.Domain = DefaultDomain
+	}
+	if opts.APIURL == "" {
+		opts.APIURL = "https://api." + opts.Domain
+	}
+	opts.APIURL = strings.TrimRight(opts.APIURL, "/")
+	opts.SandboxURL = strings.TrimRight(opts.SandboxURL, "/")
+	if opts.Template == "" {
+		opts.Template = DefaultTemplate
+	}
+	if opts.User == "" {
+		opts.User = DefaultUser
+	}
+	opts.Retry = opts.Retry.withDefaults()
+	if opts.PageSize <= 0 || opts.PageSize > listPageSize {
+		opts.PageSize = listPageSize
+	}
+	for _, u := range []string{opts.APIURL, opts.SandboxURL} {
+		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return nil, fmt.Errorf("e2b: URL %q must start with http:// or https://: %w", u, providers.ErrInvalid)
+		}
+	}
+	c := opts.HTTPClient
+	if c == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 32
+		tr.ResponseHeaderTimeout = 0
+		c = &http.Client{Transport: tr}
+	}
+	return &Provider{opts: opts, client: c, conns: map[string]envdConn{}}, nil
+}
+
+// Name returns "e2b".
+func (p *Provider) Name() string { return Name }
+
+// Capabilities declares what E2B supports.
+func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
+
+// Close drops idle connections.
+func (p *Provider) Close() error {
+	p.client.CloseIdleConnections()
+	return nil
+}

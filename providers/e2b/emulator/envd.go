@@ -1,0 +1,272 @@
+package emulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/e2b/wire"
+)
+
+// sandboxKey carries the routed sandbox in a request's context.
+type sandboxKey struct{}
+
+// serveEnvd checks the route and the access token, then serves envd.
+func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id, port string) {
+	sb, err := s.lookup(r.Context(), id)
+	if err == nil {
+		s.mu.Lock()
+		if sb.paused {
+			err = providers.ErrNotFound
+		}
+		s.mu.Unlock()
+	}
+	if err != nil {
+		// The edge proxy's reply for a sandbox it cannot reach.
+		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "The sandbox was not found", "code": http.StatusBadGateway})
+		return
+	}
+	if port != strconv.Itoa(wire.EnvdPort) {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "The sandbox is running but port is not open (the e2b emulator serves only envd's port " + strconv.Itoa(wire.EnvdPort) + ")", "port": port, "code": http.StatusBadGateway})
+		return
+	}
+	open := r.URL.Path == "/health" || r.URL.Path == "/files"
+	if sb.token != "" && !open && r.Header.Get(wire.HeaderAccessToken) != sb.token {
+		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+		return
+	}
+	s.envd.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sandboxKey{}, sb)))
+}
+
+func sandboxOf(r *http.Request) *sandbox { return r.Context().Value(sandboxKey{}).(*sandbox) }
+
+// rpcError is a Connect error ready to send.
+type rpcError = wire.Error
+
+func newRPCError(code, msg string) *rpcError { return &rpcError{Code: code, Message: msg} }
+
+// errorFrom maps a backend error to a Connect error with its message.
+func errorFrom(err error) *rpcError { return newRPCError(codeOf(err), err.Error()) }
+
+// writeUnaryError answers a unary call with a Connect error.
+func writeUnaryError(w http.ResponseWriter, e *rpcError) {
+	w.Header().Set("Content-Type", wire.ContentTypeUnary)
+	w.WriteHeader(wire.HTTPStatus(e.Code))
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+// readUnary decodes a unary request as connect-go does: JSON only, an
+// empty body is invalid.
+func readUnary(r *http.Request, v any) *rpcError {
+	ct := r.Header.Get("Content-Type")
+	if ct != "" && !strings.HasPrefix(ct, wire.ContentTypeUnary) {
+		return newRPCError(wire.CodeUnimplemented, "the e2b emulator speaks Connect with JSON only, not "+ct)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		return newRPCError(wire.CodeInvalidArgument, "reading the request: "+err.Error())
+	}
+	if len(b) == 0 {
+		return newRPCError(wire.CodeInvalidArgument, "unmarshal into "+strings.TrimPrefix(r.URL.Path, "/")+": zero-length payload is not a valid JSON object")
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return newRPCError(wire.CodeInvalidArgument, "unmarshal request: "+err.Error())
+	}
+	return nil
+}
+
+// writeUnary answers a unary call.
+func writeUnary(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", wire.ContentTypeUnary)
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// resolvePath makes an envd path absolute: relative paths and "~" start at
+// the sandbox's working directory, which stands in for the user's home.
+func resolvePath(p string) (string, error) {
+	if p == "" || p == "~" {
+		return providers.DefaultWorkdir, nil
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		p = rest
+	}
+	return providers.CleanPath(p, providers.DefaultWorkdir)
+}
+
+// entryOf converts a backend FileInfo to envd's EntryInfo.
+func entryOf(fi providers.FileInfo) wire.EntryInfo {
+	t := wire.FileTypeFile
+	switch {
+	case fi.Mode&fs.ModeSymlink != 0:
+		t = wire.FileTypeSymlink
+	case fi.IsDir():
+		t = wire.FileTypeDirectory
+	}
+	e := wire.EntryInfo{
+		Name: fi.Name, Type: t, Path: fi.Path, Size: fi.Size, Mode: uint32(fi.Mode),
+		Permissions: fi.Mode.String(), Owner: "user", Group: "user",
+	}
+	if e.Name == "" {
+		e.Name = path.Base(fi.Path)
+	}
+	if !fi.ModTime.IsZero() {
+		e.ModifiedTime = &wire.Timestamp{Time: fi.ModTime}
+	}
+	if fi.Target != "" {
+		target := fi.Target
+		e.SymlinkTarget = &target
+	}
+	return e
+}
+
+// handleFilesystem serves filesystem.Filesystem's unary methods.
+func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
+	sb := sandboxOf(r)
+	ctx := r.Context()
+	b := s.backend
+	var reply any
+	var rerr *rpcError
+	switch r.URL.Path {
+	case wire.FSStat:
+		var req wire.PathRequest
+		if rerr = readUnary(r, &req); rerr != nil {
+			break
+		}
+		p, err := resolvePath(req.Path)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		fi, err := b.Stat(ctx, sb.backendID, p)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		reply = wire.EntryResponse{Entry: entryOf(fi)}
+	case wire.FSListDir:
+		var req wire.ListDirRequest
+		if rerr = readUnary(r, &req); rerr != nil {
+			break
+		}
+		p, err := resolvePath(req.Path)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		fi, err := b.Stat(ctx, sb.backendID, p)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		if !fi.IsDir() {
+			rerr = newRPCError(wire.CodeInvalidArgument, "path "+p+" is not a directory")
+			break
+		}
+		depth := int(req.Depth)
+		if depth < 1 {
+			depth = 1
+		}
+		list, err := b.ListDir(ctx, sb.backendID, p, depth)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		out := wire.ListDirResponse{Entries: make([]wire.EntryInfo, 0, len(list))}
+		for _, fi := range list {
+			out.Entries = append(out.Entries, entryOf(fi))
+		}
+		reply = out
+	case wire.FSMakeDir:
+		var req wire.PathRequest
+		if rerr = readUnary(r, &req); rerr != nil {
+			break
+		}
+		p, err := resolvePath(req.Path)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		if fi, err := b.Stat(ctx, sb.backendID, p); err == nil {
+			if fi.IsDir() {
+				rerr = newRPCError(wire.CodeAlreadyExists, "directory "+p+" already exists")
+			} else {
+				rerr = newRPCError(wire.CodeInvalidArgument, "path "+p+" already exists and is not a directory")
+			}
+			break
+		}
+		if err := b.Mkdir(ctx, sb.backendID, p); err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		fi, err := b.Stat(ctx, sb.backendID, p)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		reply = wire.EntryResponse{Entry: entryOf(fi)}
+	case wire.FSMove:
+		var req wire.MoveRequest
+		if rerr = readUnary(r, &req); rerr != nil {
+			break
+		}
+		from, err := resolvePath(req.Source)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		to, err := resolvePath(req.Destination)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		if err := b.Rename(ctx, sb.backendID, from, to); err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		fi, err := b.Stat(ctx, sb.backendID, to)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		reply = wire.EntryResponse{Entry: entryOf(fi)}
+	case wire.FSRemove:
+		var req wire.PathRequest
+		if rerr = readUnary(r, &req); rerr != nil {
+			break
+		}
+		p, err := resolvePath(req.Path)
+		if err != nil {
+			rerr = errorFrom(err)
+			break
+		}
+		if err := b.Remove(ctx, sb.backendID, p, true); err != nil && !errors.Is(err, providers.ErrNotFound) {
+			rerr = errorFrom(err)
+			break
+		}
+		reply = struct{}{}
+	default:
+		rerr = newRPCError(wire.CodeUnimplemented, "the e2b emulator does not implement "+r.URL.Path)
+	}
+	if rerr != nil {
+		writeUnaryError(w, rerr)
+		return
+	}
+	writeUnary(w, reply)
+}
+
+// handleEnvs answers GET /envs with the sandbox's environment.
+func (s *Server) handleEnvs(w http.ResponseWriter, r *http.Request) {
+	envs := sandboxOf(r).envs
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	writeJSON(w, http.StatusOK, envs)
+}

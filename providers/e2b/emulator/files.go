@@ -1,0 +1,186 @@
+package emulator
+
+import (
+	"compress/gzip"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/e2b/wire"
+)
+
+// filesAllowed checks /files access: the access token, or a URL signature
+// "v1_" + base64(sha256("<path>:<op>:<user>:<token>[:<expiry>]")).
+func filesAllowed(r *http.Request, sb *sandbox, op string) bool {
+	if sb.token == "" || r.Header.Get(wire.HeaderAccessToken) == sb.token {
+		return true
+	}
+	q := r.URL.Query()
+	sig := q.Get("signature")
+	if sig == "" {
+		return false
+	}
+	msg := q.Get("path") + ":" + op + ":" + q.Get("username") + ":" + sb.token
+	if exp := q.Get("signature_expiration"); exp != "" {
+		n, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil || time.Now().Unix() > n {
+			return false
+		}
+		msg += ":" + exp
+	}
+	sum := sha256.Sum256([]byte(msg))
+	want := "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
+}
+
+// handleDownload streams a file: GET /files?path=.
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
+	sb := sandboxOf(r)
+	if !filesAllowed(r, sb, "read") {
+		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+		return
+	}
+	p, err := resolvePath(r.URL.Query().Get("path"))
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	fi, err := s.backend.Stat(r.Context(), sb.backendID, p)
+	if err != nil {
+		if errors.Is(err, providers.ErrNotFound) {
+			writeAPIError(w, http.StatusNotFound, "path '"+p+"' does not exist")
+			return
+		}
+		writeAPIError(w, statusOf(err), err.Error())
+		return
+	}
+	if fi.IsDir() {
+		writeAPIError(w, http.StatusBadRequest, "path '"+p+"' is a directory")
+		return
+	}
+	rc, err := s.backend.ReadFile(r.Context(), sb.backendID, p)
+	if err != nil {
+		writeAPIError(w, statusOf(err), err.Error())
+		return
+	}
+	defer rc.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": path.Base(p)}))
+	if fi.Mode.IsRegular() {
+		h.Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	// A failure mid-way cuts the connection, which the client sees as a
+	// short body against Content-Length.
+	if _, err := io.Copy(w, rc); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// handleUpload writes files: POST /files with a raw body
+// (application/octet-stream, path required) or multipart parts named
+// "file" (the path, else each part's file name, is the destination).
+func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
+	sb := sandboxOf(r)
+	if !filesAllowed(r, sb, "write") {
+		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+		return
+	}
+	qpath := r.URL.Query().Get("path")
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var written []wire.UploadedEntry
+	write := func(dst string, body io.Reader) bool {
+		p, err := resolvePath(dst)
+		if err != nil {
+			writeAPIError(w, http.StatusBadRequest, err.Error())
+			return false
+		}
+		if err := s.backend.WriteFile(r.Context(), sb.backendID, p, body, 0o644); err != nil {
+			status := statusOf(err)
+			if errors.Is(err, providers.ErrQuota) {
+				status = http.StatusInsufficientStorage
+			}
+			writeAPIError(w, status, "writing "+p+": "+err.Error())
+			return false
+		}
+		written = append(written, wire.UploadedEntry{Path: p, Name: path.Base(p), Type: "file"})
+		return true
+	}
+	switch mt {
+	case "application/octet-stream":
+		if qpath == "" {
+			writeAPIError(w, http.StatusBadRequest, "the path query parameter is required for application/octet-stream uploads")
+			return
+		}
+		var body io.Reader = r.Body
+		if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				writeAPIError(w, http.StatusBadRequest, "invalid gzip body: "+err.Error())
+				return
+			}
+			defer zr.Close()
+			body = zr
+		}
+		if !write(qpath, body) {
+			return
+		}
+	case "multipart/form-data":
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		seen := map[string]bool{}
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				writeAPIError(w, http.StatusBadRequest, "reading the multipart body: "+err.Error())
+				return
+			}
+			if part.FormName() != "file" {
+				part.Close()
+				continue
+			}
+			dst := qpath
+			if dst == "" {
+				// The full file name, not part.FileName's base name:
+				// multi-file uploads name each destination path.
+				_, cd, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+				dst = cd["filename"]
+			}
+			if dst == "" {
+				writeAPIError(w, http.StatusBadRequest, "a file part has no destination: give the path parameter or a file name")
+				return
+			}
+			if seen[dst] {
+				writeAPIError(w, http.StatusBadRequest, "two parts write the same path "+dst)
+				return
+			}
+			seen[dst] = true
+			ok := write(dst, part)
+			part.Close()
+			if !ok {
+				return
+			}
+		}
+		if len(written) == 0 {
+			writeAPIError(w, http.StatusBadRequest, "no part named file in the upload")
+			return
+		}
+	default:
+		writeAPIError(w, http.StatusBadRequest, "unsupported content type "+strconv.Quote(r.Header.Get("Content-Type"))+": use multipart/form-data or application/octet-stream")
+		return
+	}
+	writeJSON(w, http.StatusOK, written)
+}

@@ -1,0 +1,294 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Connect service paths of envd (always POST).
+const (
+	ProcessStart       = "/process.Process/Start"
+	ProcessConnect     = "/process.Process/Connect"
+	ProcessList        = "/process.Process/List"
+	ProcessSendInput   = "/process.Process/SendInput"
+	ProcessStreamInput = "/process.Process/StreamInput"
+	ProcessSendSignal  = "/process.Process/SendSignal"
+	ProcessCloseStdin  = "/process.Process/CloseStdin"
+	FSStat             = "/filesystem.Filesystem/Stat"
+	FSListDir          = "/filesystem.Filesystem/ListDir"
+	FSMakeDir          = "/filesystem.Filesystem/MakeDir"
+	FSMove             = "/filesystem.Filesystem/Move"
+	FSRemove           = "/filesystem.Filesystem/Remove"
+)
+
+// ProcessConfig is the command envd starts: cmd is executed directly with
+// args (no shell).
+type ProcessConfig struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args,omitempty"`
+	Envs map[string]string `json:"envs,omitempty"`
+	Cwd  *string           `json:"cwd,omitempty"`
+}
+
+// StartRequest starts a process. Stdin absent means true (old clients).
+type StartRequest struct {
+	Process ProcessConfig `json:"process"`
+	Tag     *string       `json:"tag,omitempty"`
+	Stdin   *bool         `json:"stdin,omitempty"`
+	PTY     *PTY          `json:"pty,omitempty"`
+}
+
+// PTY asks for a pseudo-terminal.
+type PTY struct {
+	Size struct {
+		Cols uint32 `json:"cols,omitempty"`
+		Rows uint32 `json:"rows,omitempty"`
+	} `json:"size"`
+}
+
+// ProcessSelector picks a process by pid or tag (a oneof).
+type ProcessSelector struct {
+	PID uint32  `json:"pid,omitempty"`
+	Tag *string `json:"tag,omitempty"`
+}
+
+// ProcessEvent is one event of a process stream (a oneof).
+type ProcessEvent struct {
+	Start     *StartEvent `json:"start,omitempty"`
+	Data      *DataEvent  `json:"data,omitempty"`
+	End       *EndEvent   `json:"end,omitempty"`
+	Keepalive *struct{}   `json:"keepalive,omitempty"`
+}
+
+// StartEvent reports the pid of a started process.
+type StartEvent struct {
+	PID uint32 `json:"pid,omitempty"`
+}
+
+// DataEvent carries output bytes (base64 on the wire).
+type DataEvent struct {
+	Stdout []byte `json:"stdout,omitempty"`
+	Stderr []byte `json:"stderr,omitempty"`
+	PTY    []byte `json:"pty,omitempty"`
+}
+
+// EndEvent reports how a process ended. Status is Go's ProcessState
+// string, such as "exit status 1" or "signal: killed".
+type EndEvent struct {
+	ExitCode int32   `json:"exitCode,omitempty"`
+	Exited   bool    `json:"exited,omitempty"`
+	Status   string  `json:"status,omitempty"`
+	Error    *string `json:"error,omitempty"`
+}
+
+// StreamEvent is the message of the Start and Connect streams.
+type StreamEvent struct {
+	Event ProcessEvent `json:"event"`
+}
+
+// ProcessInput is stdin or pty bytes (a oneof).
+type ProcessInput struct {
+	Stdin []byte `json:"stdin,omitempty"`
+	PTY   []byte `json:"pty,omitempty"`
+}
+
+// SendInputRequest sends bytes to a process.
+type SendInputRequest struct {
+	Process ProcessSelector `json:"process"`
+	Input   ProcessInput    `json:"input"`
+}
+
+// StreamInputRequest is one message of the StreamInput client stream.
+type StreamInputRequest struct {
+	Start *struct {
+		Process ProcessSelector `json:"process"`
+	} `json:"start,omitempty"`
+	Data *struct {
+		Input ProcessInput `json:"input"`
+	} `json:"data,omitempty"`
+	Keepalive *struct{} `json:"keepalive,omitempty"`
+}
+
+// SelectRequest is the body of CloseStdin and Connect.
+type SelectRequest struct {
+	Process ProcessSelector `json:"process"`
+}
+
+// SendSignalRequest sends a signal to a process.
+type SendSignalRequest struct {
+	Process ProcessSelector `json:"process"`
+	Signal  Signal          `json:"signal"`
+}
+
+// ListResponse lists running processes.
+type ListResponse struct {
+	Processes []ProcessInfo `json:"processes,omitempty"`
+}
+
+// ProcessInfo describes one running process.
+type ProcessInfo struct {
+	Config ProcessConfig `json:"config"`
+	PID    uint32        `json:"pid,omitempty"`
+	Tag    *string       `json:"tag,omitempty"`
+}
+
+// Signal is envd's signal enum, named on the wire.
+type Signal int32
+
+// Signals envd knows.
+const (
+	SignalUnspecified Signal = 0
+	SignalSIGKILL     Signal = 9
+	SignalSIGTERM     Signal = 15
+)
+
+var signalNames = map[Signal]string{SignalUnspecified: "SIGNAL_UNSPECIFIED", SignalSIGKILL: "SIGNAL_SIGKILL", SignalSIGTERM: "SIGNAL_SIGTERM"}
+
+// MarshalJSON writes the enum name.
+func (s Signal) MarshalJSON() ([]byte, error) { return marshalEnum(int32(s), signalNames[s]) }
+
+// UnmarshalJSON accepts a name or a number, as protojson does.
+func (s *Signal) UnmarshalJSON(b []byte) error {
+	v, err := unmarshalEnum(b, func(name string) (int32, bool) {
+		for k, n := range signalNames {
+			if n == name {
+				return int32(k), true
+			}
+		}
+		return 0, false
+	})
+	*s = Signal(v)
+	return err
+}
+
+// PathRequest is the body of Stat, MakeDir and Remove.
+type PathRequest struct {
+	Path string `json:"path"`
+}
+
+// ListDirRequest lists a directory; depth 0 means 1.
+type ListDirRequest struct {
+	Path  string `json:"path"`
+	Depth uint32 `json:"depth,omitempty"`
+}
+
+// MoveRequest renames a path.
+type MoveRequest struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+}
+
+// EntryResponse is the reply of Stat, MakeDir and Move.
+type EntryResponse struct {
+	Entry EntryInfo `json:"entry"`
+}
+
+// ListDirResponse is the reply of ListDir.
+type ListDirResponse struct {
+	Entries []EntryInfo `json:"entries,omitempty"`
+}
+
+// EntryInfo describes one path. Mode holds Go fs.FileMode bits.
+type EntryInfo struct {
+	Name          string     `json:"name,omitempty"`
+	Type          FileType   `json:"type,omitempty"`
+	Path          string     `json:"path,omitempty"`
+	Size          int64      `json:"size,omitempty,string"`
+	Mode          uint32     `json:"mode,omitempty"`
+	Permissions   string     `json:"permissions,omitempty"`
+	Owner         string     `json:"owner,omitempty"`
+	Group         string     `json:"group,omitempty"`
+	ModifiedTime  *Timestamp `json:"modifiedTime,omitempty"`
+	SymlinkTarget *string    `json:"symlinkTarget,omitempty"`
+}
+
+// FileType is envd's file type enum, named on the wire.
+type FileType int32
+
+// File types.
+const (
+	FileTypeUnspecified FileType = 0
+	FileTypeFile        FileType = 1
+	FileTypeDirectory   FileType = 2
+	FileTypeSymlink     FileType = 3
+)
+
+var fileTypeNames = []string{"FILE_TYPE_UNSPECIFIED", "FILE_TYPE_FILE", "FILE_TYPE_DIRECTORY", "FILE_TYPE_SYMLINK"}
+
+// MarshalJSON writes the enum name.
+func (t FileType) MarshalJSON() ([]byte, error) {
+	name := ""
+	if t >= 0 && int(t) < len(fileTypeNames) {
+		name = fileTypeNames[t]
+	}
+	return marshalEnum(int32(t), name)
+}
+
+// UnmarshalJSON accepts a name or a number.
+func (t *FileType) UnmarshalJSON(b []byte) error {
+	v, err := unmarshalEnum(b, func(name string) (int32, bool) {
+		for i, n := range fileTypeNames {
+			if n == name {
+				return int32(i), true
+			}
+		}
+		return 0, false
+	})
+	*t = FileType(v)
+	return err
+}
+
+func marshalEnum(v int32, name string) ([]byte, error) {
+	if name == "" {
+		return []byte(strconv.Itoa(int(v))), nil
+	}
+	return json.Marshal(name)
+}
+
+func unmarshalEnum(b []byte, byName func(string) (int32, bool)) (int32, error) {
+	var name string
+	if err := json.Unmarshal(b, &name); err == nil {
+		if v, ok := byName(name); ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("unknown enum value %q", name)
+	}
+	var n int32
+	if err := json.Unmarshal(b, &n); err != nil {
+		return 0, fmt.Errorf("enum: %w", err)
+	}
+	return n, nil
+}
+
+// Timestamp is a google.protobuf.Timestamp: RFC 3339 in UTC with zero,
+// three, six or nine fractional digits, as protojson writes and parsers
+// insist on.
+type Timestamp struct{ time.Time }
+
+// MarshalJSON writes nanosecond precision in UTC.
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	return json.Marshal(t.UTC().Format("2006-01-02T15:04:05.000000000Z"))
+}
+
+// UnmarshalJSON reads any RFC 3339 time.
+func (t *Timestamp) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v
+	return nil
+}
+
+// UploadedEntry is one element of the reply of POST /files.
+type UploadedEntry struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
