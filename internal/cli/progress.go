@@ -15,7 +15,7 @@ type progressLine struct {
 	tty   bool
 	verb  string
 	start time.Time
-	done_ int64
+	moved int64
 }
 
 func (a *App) progress(verb string) *progressLine {
@@ -23,7 +23,7 @@ func (a *App) progress(verb string) *progressLine {
 }
 
 func (p *progressLine) update(done, total int64) {
-	p.done_ = done
+	p.moved = done
 	if !p.tty {
 		return
 	}
@@ -48,6 +48,6 @@ func (p *progressLine) done(err error) {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 	if err == nil {
-		fmt.Fprintf(p.w, "%sed %s in %s\n", p.verb, output.Bytes(p.done_), time.Since(p.start).Round(time.Millisecond))
+		fmt.Fprintf(p.w, "%sed %s in %s\n", p.verb, output.Bytes(p.moved), time.Since(p.start).Round(time.Millisecond))
 	}
 }

@@ -284,12 +284,12 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 	go func() {
 		pw.CloseWithError(archive.PackAs(ctx, pw, root, name, entry))
 	}()
-	var src io.Reader = pr
-	if o.Progress != nil {
-		src = &countingReader{r: pr, total: total, fn: o.Progress}
-	}
+	src := newCountingReader(pr, total, o.Progress)
 	err = s.gate.Upload(approval.WithDetails(ctx, details), s.info.ID, dst, src)
 	pr.CloseWithError(errors.New("upload ended"))
+	if err == nil {
+		src.report()
+	}
 	return err
 }
 
@@ -368,10 +368,7 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		pw.CloseWithError(err)
 		errc <- err
 	}()
-	var src io.Reader = pr
-	if o.Progress != nil {
-		src = &countingReader{r: pr, total: details.Bytes, fn: o.Progress}
-	}
+	src := newCountingReader(pr, details.Bytes, o.Progress)
 	opts := archive.ExtractOptions{Force: o.Force}
 	dst := filepath.Base(abs)
 	if !rfi.IsDir() {
@@ -387,6 +384,9 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 	if derr != nil {
 		return derr
 	}
+	if xerr == nil {
+		src.report()
+	}
 	return xerr
 }
 
@@ -399,12 +399,27 @@ type countingReader struct {
 	last  time.Time
 }
 
+// newCountingReader counts what is read from r and reports it to fn (which
+// may be nil) at most every 100 ms.
+func newCountingReader(r io.Reader, total int64, fn func(done, total int64)) *countingReader {
+	return &countingReader{r: r, total: total, fn: fn}
+}
+
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	if now := time.Now(); err != nil || now.Sub(c.last) > 100*time.Millisecond {
 		c.last = now
-		c.fn(c.n, c.total)
+		c.report()
 	}
 	return n, err
+}
+
+// report passes the count so far to the callback. A transfer calls it once
+// more when it ends, since a reader such as tar may stop before EOF and the
+// last chunk would otherwise never be reported.
+func (c *countingReader) report() {
+	if c.fn != nil {
+		c.fn(c.n, c.total)
+	}
 }
