@@ -17,6 +17,9 @@ var (
 	ErrUnsupported = errors.New("not supported")
 	ErrInvalid     = errors.New("invalid argument")
 	ErrExists      = errors.New("already exists")
+	// ErrDenied is an operation refused by an approval policy, here or in
+	// the server behind a provider (an emulator runs its own gate).
+	ErrDenied = errors.New("denied by policy")
 )
 
 // Error carries a shared kind together with the provider's own message.

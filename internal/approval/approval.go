@@ -11,6 +11,8 @@ package approval
 import (
 	"context"
 	"fmt"
+
+	"github.com/agentbox/sandbox/providers"
 )
 
 // Source says who asked for an operation.
@@ -196,6 +198,10 @@ type DeniedError struct {
 	// Hint names the flag or rule that would allow the request.
 	Hint string
 }
+
+// Is makes a denial match providers.ErrDenied, so code that sees only the
+// provider contract (an emulator answering an SDK) can recognise it.
+func (e *DeniedError) Is(target error) bool { return target == providers.ErrDenied }
 
 // Error names what was denied, why, and how to allow it.
 func (e *DeniedError) Error() string {

@@ -71,7 +71,7 @@ func exitCode(err error) int {
 		return status.Code
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
-	case errors.As(err, &denied):
+	case errors.As(err, &denied), errors.Is(err, providers.ErrDenied):
 		return ExitDenied
 	case errors.Is(err, providers.ErrAuth):
 		return ExitCredentials

@@ -60,7 +60,7 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 			if err == nil {
 				err = providers.Errorf(providers.ErrUnavailable, Name, op, "the stream ended without the command's exit status")
 			}
-			if pid != 0 && !errors.Is(err, providers.ErrTimeout) {
+			if pid != 0 && !errors.Is(err, providers.ErrTimeout) && !errors.Is(err, providers.ErrDenied) {
 				p.killQuietly(id, pid)
 				if ctx.Err() == nil {
 					err = fmt.Errorf("%w (output may be incomplete; the command was killed)", err)

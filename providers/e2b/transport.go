@@ -200,8 +200,13 @@ func kindForStatus(status int) error {
 	switch {
 	case status == http.StatusBadRequest, status == http.StatusConflict, status == http.StatusRequestEntityTooLarge:
 		return providers.ErrInvalid
-	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+	case status == http.StatusUnauthorized:
 		return providers.ErrAuth
+	case status == http.StatusForbidden:
+		// envd's 403 is about the operation (a policy or a file's
+		// permissions), not the key: the control plane's 401/403 are
+		// turned into credential errors before this.
+		return providers.ErrDenied
 	case status == http.StatusNotFound:
 		return providers.ErrNotFound
 	case status == http.StatusTooManyRequests, status == http.StatusInsufficientStorage:
@@ -222,8 +227,10 @@ func kindForCode(code string) error {
 		return providers.ErrInvalid
 	case wire.CodeAlreadyExists:
 		return providers.ErrExists
-	case wire.CodeUnauthenticated, wire.CodePermissionDenied:
+	case wire.CodeUnauthenticated:
 		return providers.ErrAuth
+	case wire.CodePermissionDenied:
+		return providers.ErrDenied
 	case wire.CodeResourceExhausted:
 		return providers.ErrQuota
 	case wire.CodeDeadlineExceeded:

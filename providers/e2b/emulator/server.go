@@ -390,6 +390,8 @@ func statusOf(err error) int {
 	case isKind(err, providers.ErrInvalid), isKind(err, providers.ErrExists):
 		return http.StatusBadRequest
 	case isKind(err, providers.ErrAuth):
+		return http.StatusUnauthorized
+	case isKind(err, providers.ErrDenied):
 		return http.StatusForbidden
 	case isKind(err, providers.ErrQuota):
 		return http.StatusTooManyRequests
@@ -414,6 +416,8 @@ func codeOf(err error) string {
 	case isKind(err, providers.ErrExists):
 		return wire.CodeAlreadyExists
 	case isKind(err, providers.ErrAuth):
+		return wire.CodeUnauthenticated
+	case isKind(err, providers.ErrDenied):
 		return wire.CodePermissionDenied
 	case isKind(err, providers.ErrQuota):
 		return wire.CodeResourceExhausted
