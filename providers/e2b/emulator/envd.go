@@ -129,133 +129,108 @@ func entryOf(fi providers.FileInfo) wire.EntryInfo {
 
 // handleFilesystem serves filesystem.Filesystem's unary methods.
 func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
-	sb := sandboxOf(r)
-	ctx := r.Context()
-	b := s.backend
-	var reply any
-	var rerr *rpcError
+	ctx, id, b := r.Context(), sandboxOf(r).backendID, s.backend
+	// entry answers with the entry now at p.
+	entry := func(p string) (any, error) {
+		fi, err := b.Stat(ctx, id, p)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EntryResponse{Entry: entryOf(fi)}, nil
+	}
 	switch r.URL.Path {
 	case wire.FSStat:
-		var req wire.PathRequest
-		if rerr = readUnary(r, &req); rerr != nil {
-			break
-		}
-		p, err := resolvePath(req.Path)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		fi, err := b.Stat(ctx, sb.backendID, p)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		reply = wire.EntryResponse{Entry: entryOf(fi)}
-	case wire.FSListDir:
-		var req wire.ListDirRequest
-		if rerr = readUnary(r, &req); rerr != nil {
-			break
-		}
-		p, err := resolvePath(req.Path)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		fi, err := b.Stat(ctx, sb.backendID, p)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		if !fi.IsDir() {
-			rerr = newRPCError(wire.CodeInvalidArgument, "path "+p+" is not a directory")
-			break
-		}
-		depth := int(req.Depth)
-		if depth < 1 {
-			depth = 1
-		}
-		list, err := b.ListDir(ctx, sb.backendID, p, depth)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		out := wire.ListDirResponse{Entries: make([]wire.EntryInfo, 0, len(list))}
-		for _, fi := range list {
-			out.Entries = append(out.Entries, entryOf(fi))
-		}
-		reply = out
-	case wire.FSMakeDir:
-		var req wire.PathRequest
-		if rerr = readUnary(r, &req); rerr != nil {
-			break
-		}
-		p, err := resolvePath(req.Path)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		if fi, err := b.Stat(ctx, sb.backendID, p); err == nil {
-			if fi.IsDir() {
-				rerr = newRPCError(wire.CodeAlreadyExists, "directory "+p+" already exists")
-			} else {
-				rerr = newRPCError(wire.CodeInvalidArgument, "path "+p+" already exists and is not a directory")
+		serveUnary(w, r, func(req wire.PathRequest) (any, error) {
+			p, err := resolvePath(req.Path)
+			if err != nil {
+				return nil, err
 			}
-			break
-		}
-		if err := b.Mkdir(ctx, sb.backendID, p); err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		fi, err := b.Stat(ctx, sb.backendID, p)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		reply = wire.EntryResponse{Entry: entryOf(fi)}
+			return entry(p)
+		})
+	case wire.FSListDir:
+		serveUnary(w, r, func(req wire.ListDirRequest) (any, error) {
+			p, err := resolvePath(req.Path)
+			if err != nil {
+				return nil, err
+			}
+			if fi, err := b.Stat(ctx, id, p); err != nil {
+				return nil, err
+			} else if !fi.IsDir() {
+				return nil, newRPCError(wire.CodeInvalidArgument, "path "+p+" is not a directory")
+			}
+			list, err := b.ListDir(ctx, id, p, max(int(req.Depth), 1))
+			if err != nil {
+				return nil, err
+			}
+			out := wire.ListDirResponse{Entries: make([]wire.EntryInfo, 0, len(list))}
+			for _, fi := range list {
+				out.Entries = append(out.Entries, entryOf(fi))
+			}
+			return out, nil
+		})
+	case wire.FSMakeDir:
+		serveUnary(w, r, func(req wire.PathRequest) (any, error) {
+			p, err := resolvePath(req.Path)
+			if err != nil {
+				return nil, err
+			}
+			if fi, err := b.Stat(ctx, id, p); err == nil {
+				if fi.IsDir() {
+					return nil, newRPCError(wire.CodeAlreadyExists, "directory "+p+" already exists")
+				}
+				return nil, newRPCError(wire.CodeInvalidArgument, "path "+p+" already exists and is not a directory")
+			}
+			if err := b.Mkdir(ctx, id, p); err != nil {
+				return nil, err
+			}
+			return entry(p)
+		})
 	case wire.FSMove:
-		var req wire.MoveRequest
-		if rerr = readUnary(r, &req); rerr != nil {
-			break
-		}
-		from, err := resolvePath(req.Source)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		to, err := resolvePath(req.Destination)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		if err := b.Rename(ctx, sb.backendID, from, to); err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		fi, err := b.Stat(ctx, sb.backendID, to)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		reply = wire.EntryResponse{Entry: entryOf(fi)}
+		serveUnary(w, r, func(req wire.MoveRequest) (any, error) {
+			from, err := resolvePath(req.Source)
+			if err != nil {
+				return nil, err
+			}
+			to, err := resolvePath(req.Destination)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.Rename(ctx, id, from, to); err != nil {
+				return nil, err
+			}
+			return entry(to)
+		})
 	case wire.FSRemove:
-		var req wire.PathRequest
-		if rerr = readUnary(r, &req); rerr != nil {
-			break
-		}
-		p, err := resolvePath(req.Path)
-		if err != nil {
-			rerr = errorFrom(err)
-			break
-		}
-		if err := b.Remove(ctx, sb.backendID, p, true); err != nil && !errors.Is(err, providers.ErrNotFound) {
-			rerr = errorFrom(err)
-			break
-		}
-		reply = struct{}{}
+		serveUnary(w, r, func(req wire.PathRequest) (any, error) {
+			p, err := resolvePath(req.Path)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.Remove(ctx, id, p, true); err != nil && !errors.Is(err, providers.ErrNotFound) {
+				return nil, err
+			}
+			return struct{}{}, nil
+		})
 	default:
-		rerr = newRPCError(wire.CodeUnimplemented, "the e2b emulator does not implement "+r.URL.Path)
+		writeUnaryError(w, newRPCError(wire.CodeUnimplemented, "the e2b emulator does not implement "+r.URL.Path))
 	}
-	if rerr != nil {
+}
+
+// serveUnary decodes a unary request into a Req, runs fn and writes its
+// reply, or its error as a Connect error (an *rpcError as it is, any other
+// error mapped by its kind).
+func serveUnary[Req any](w http.ResponseWriter, r *http.Request, fn func(Req) (any, error)) {
+	var req Req
+	if rerr := readUnary(r, &req); rerr != nil {
+		writeUnaryError(w, rerr)
+		return
+	}
+	reply, err := fn(req)
+	if err != nil {
+		var rerr *rpcError
+		if !errors.As(err, &rerr) {
+			rerr = errorFrom(err)
+		}
 		writeUnaryError(w, rerr)
 		return
 	}
