@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -184,87 +185,72 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 		sub := p.subscribe()
 		s.follow(w, r, p, sub)
 	case wire.ProcessList:
-		var req struct{}
-		if rerr := readUnary(r, &req); rerr != nil {
-			writeUnaryError(w, rerr)
-			return
-		}
-		sb.mu.Lock()
-		out := wire.ListResponse{Processes: []wire.ProcessInfo{}}
-		pids := make([]uint32, 0, len(sb.procs))
-		for pid := range sb.procs {
-			pids = append(pids, pid)
-		}
-		slices.Sort(pids)
-		for _, pid := range pids {
-			p := sb.procs[pid]
-			out.Processes = append(out.Processes, wire.ProcessInfo{Config: p.cfg, PID: p.pid, Tag: p.tag})
-		}
-		sb.mu.Unlock()
-		writeUnary(w, out)
+		serveUnary(w, r, func(struct{}) (any, error) {
+			sb.mu.Lock()
+			defer sb.mu.Unlock()
+			out := wire.ListResponse{Processes: []wire.ProcessInfo{}}
+			for _, pid := range slices.Sorted(maps.Keys(sb.procs)) {
+				p := sb.procs[pid]
+				out.Processes = append(out.Processes, wire.ProcessInfo{Config: p.cfg, PID: p.pid, Tag: p.tag})
+			}
+			return out, nil
+		})
 	case wire.ProcessSendInput:
-		var req wire.SendInputRequest
-		if rerr := readUnary(r, &req); rerr != nil {
-			writeUnaryError(w, rerr)
-			return
-		}
-		p, rerr := sb.find(req.Process)
-		if rerr == nil {
-			rerr = p.input(r.Context(), req.Input)
-		}
-		if rerr != nil {
-			writeUnaryError(w, rerr)
-			return
-		}
-		writeUnary(w, struct{}{})
+		serveUnary(w, r, func(req wire.SendInputRequest) (any, error) {
+			p, rerr := sb.find(req.Process)
+			if rerr == nil {
+				rerr = p.input(r.Context(), req.Input)
+			}
+			return struct{}{}, orNil(rerr)
+		})
 	case wire.ProcessStreamInput:
 		s.handleStreamInput(w, r, sb)
 	case wire.ProcessCloseStdin:
-		var req wire.SelectRequest
-		if rerr := readUnary(r, &req); rerr != nil {
-			writeUnaryError(w, rerr)
-			return
-		}
-		p, rerr := sb.find(req.Process)
-		if rerr == nil && p.stdin == nil {
-			rerr = newRPCError(wire.CodeFailedPrecondition, "the process was started without stdin")
-		}
-		if rerr != nil {
-			writeUnaryError(w, rerr)
-			return
-		}
-		p.closeOnce.Do(func() { close(p.closeStdin) })
-		writeUnary(w, struct{}{})
+		serveUnary(w, r, func(req wire.SelectRequest) (any, error) {
+			p, rerr := sb.find(req.Process)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if p.stdin == nil {
+				return nil, newRPCError(wire.CodeFailedPrecondition, "the process was started without stdin")
+			}
+			p.closeOnce.Do(func() { close(p.closeStdin) })
+			return struct{}{}, nil
+		})
 	case wire.ProcessSendSignal:
-		var req wire.SendSignalRequest
-		if rerr := readUnary(r, &req); rerr != nil {
-			writeUnaryError(w, rerr)
-			return
-		}
-		p, rerr := sb.find(req.Process)
-		if rerr != nil {
-			writeUnaryError(w, rerr)
-			return
-		}
-		name := "killed"
-		switch req.Signal {
-		case wire.SignalSIGKILL:
-		case wire.SignalSIGTERM:
-			name = "terminated"
-		default:
-			writeUnaryError(w, newRPCError(wire.CodeInvalidArgument, "unsupported signal"))
-			return
-		}
-		p.mu.Lock()
-		if p.signal == "" {
-			p.signal = name
-		}
-		p.mu.Unlock()
-		p.cancel()
-		writeUnary(w, struct{}{})
+		serveUnary(w, r, func(req wire.SendSignalRequest) (any, error) {
+			p, rerr := sb.find(req.Process)
+			if rerr != nil {
+				return nil, rerr
+			}
+			name := "killed"
+			switch req.Signal {
+			case wire.SignalSIGKILL:
+			case wire.SignalSIGTERM:
+				name = "terminated"
+			default:
+				return nil, newRPCError(wire.CodeInvalidArgument, "unsupported signal")
+			}
+			p.mu.Lock()
+			if p.signal == "" {
+				p.signal = name
+			}
+			p.mu.Unlock()
+			p.cancel()
+			return struct{}{}, nil
+		})
 	default:
 		writeUnaryError(w, newRPCError(wire.CodeUnimplemented, "the e2b emulator does not implement "+r.URL.Path))
 	}
+}
+
+// orNil turns a nil *rpcError into a nil error (a typed nil pointer in an
+// error interface is not nil).
+func orNil(e *rpcError) error {
+	if e == nil {
+		return nil
+	}
+	return e
 }
 
 // input queues stdin bytes.
