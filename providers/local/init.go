@@ -25,17 +25,22 @@ const initArgv0 = "sandbox-local-init"
 // calls it first thing, and so does TestMain of every test binary that uses
 // the provider.
 func MaybeRunInit() {
-	if len(os.Args) != 1 || os.Args[0] != initArgv0 {
+	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != spareArgv0) {
 		return
 	}
 	// Everything the init does happens on this thread: the command is
 	// forked from it and inherits its (emptied) bounding set.
 	runtime.LockOSThread()
-	os.Exit(runInit())
+	if os.Args[0] == spareArgv0 {
+		os.Exit(runSpare())
+	}
+	os.Exit(runInit(nil))
 }
 
-// runInit is the init's whole life; it returns the exit code.
-func runInit() int {
+// runInit is the init's whole life; it returns the exit code. A spare
+// (see holdinit.go) calls it with the sandbox already entered and hardened,
+// once it has received the operation's descriptors.
+func runInit(ready *spareReady) int {
 	ctl := os.NewFile(ctlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	if ctl == nil || status == nil {
@@ -62,20 +67,27 @@ func runInit() int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	if err := buildRoot(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
+	if cfg.Mode == modeHold && ready == nil {
+		return runHolder(&cfg, rep, ctl, status)
 	}
-	if err := setupNetwork(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
+	if ready != nil {
+		rep.landlock = ready.landlock
+	} else {
+		if err := buildRoot(&cfg); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+		if err := setupNetwork(&cfg); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+		abi, err := harden(&cfg)
+		if err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+		rep.landlock = abi
 	}
-	abi, err := harden(&cfg)
-	if err != nil {
-		rep.setupFail(err)
-		return 125
-	}
-	rep.landlock = abi
 	switch cfg.Mode {
 	case modeExec:
 		return runCommand(&cfg, rep)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,17 +68,30 @@ type proc struct {
 	slot    *os.File      // work directory lock
 	stdinW  *os.File      // host end of a stdin pipe the provider feeds
 	diag    *tailBuffer   // init's stderr when the caller gave none
+	// mount is the sandbox's mount lock, held shared by a cold init.
+	mount *os.File
+	// conn is the connection to the holder whose spare runs the
+	// operation (nil for a cold init).
+	conn *net.UnixConn
 }
 
-// launch starts an init for the sandbox in dir with cfg, which it completes
-// with the sandbox's mounts. The init is started from a goroutine locked to
-// its OS thread, which stays alive until the init exits: Pdeathsig fires
-// when the starting thread ends, not when the process does.
+// launch starts the init of one operation of the sandbox in dir: a spare
+// of the sandbox's holder (see holder.go), or a cold init that builds the
+// sandbox for this operation alone.
 func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio) (*proc, error) {
-	slotN, slot, err := acquireSlot(dir, p.layers)
-	if err != nil {
-		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+	if p.coldOnly {
+		return p.launchCold(dir, id, cfg, sharedNet, stdio, nil)
 	}
+	pr, mount, err := p.launchWarm(dir, id, cfg, sharedNet, stdio)
+	if err != nil || pr != nil {
+		return pr, err
+	}
+	return p.launchCold(dir, id, cfg, sharedNet, stdio, mount)
+}
+
+// fillConfig completes cfg with the mounts of the sandbox in dir, using the
+// overlay work directories of slot slotN.
+func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
 	cfg.Root = filepath.Join(dir, rootDirName)
 	cfg.Workspace = filepath.Join(dir, workspaceDir)
 	cfg.HomeSrc = filepath.Join(dir, homeDirName)
@@ -89,13 +103,32 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	for i, l := range p.layers {
 		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
 	}
+}
+
+// launchCold starts an init for the sandbox in dir with cfg, which it
+// completes with the sandbox's mounts; mount (closed with the proc) is the
+// sandbox's mount lock held shared. The init is started from a goroutine
+// locked to its OS thread, which stays alive until the init exits:
+// Pdeathsig fires when the starting thread ends, not when the process does.
+func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio, mount *os.File) (*proc, error) {
+	slotN, slot, err := acquireSlot(dir, p.layers)
+	if err != nil {
+		if mount != nil {
+			mount.Close()
+		}
+		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+	}
+	p.fillConfig(dir, slotN, cfg, sharedNet)
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		slot.Close()
+		if mount != nil {
+			mount.Close()
+		}
 		return nil, fmt.Errorf("local: encode init configuration: %w", err)
 	}
 
-	pr := &proc{id: id, slot: slot, exited: make(chan struct{})}
+	pr := &proc{id: id, slot: slot, mount: mount, exited: make(chan struct{})}
 	var childEnds []*os.File
 	fail := func(err error) (*proc, error) {
 		for _, f := range childEnds {
@@ -133,12 +166,7 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 		},
 	}
 	if p.uid != 0 {
-		// exec drops the capabilities of a non-root uid; the init needs
-		// these to mount, to configure loopback, to empty its bounding
-		// set, and DAC_OVERRIDE for overlayfs to clean the mode-000 work
-		// directory a previous mount left. All are dropped before any
-		// sandboxed code runs.
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
+		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
 	}
 	if cmd.Stderr == nil {
 		pr.diag = &tailBuffer{max: 4096}
@@ -186,6 +214,15 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	return pr, nil
 }
 
+// initAmbientCaps are the capabilities an init started by a non-root user
+// needs: exec drops the capabilities of a non-root uid; the init needs
+// these to mount, to configure loopback, to empty its bounding set, and
+// DAC_OVERRIDE for overlayfs to clean the mode-000 work directory a
+// previous mount left. All are dropped before any sandboxed code runs.
+func initAmbientCaps() []uintptr {
+	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
+}
+
 // startError classifies a failure to start the init: the kernel refusing
 // the namespaces is the common case and gets the fix-it hint.
 func startError(id string, err error) error {
@@ -223,10 +260,21 @@ func (pr *proc) closeHost() {
 	if pr.slot != nil {
 		pr.slot.Close()
 	}
+	if pr.mount != nil {
+		pr.mount.Close()
+	}
+	if pr.conn != nil {
+		pr.conn.Close()
+	}
 }
 
-// kill ends the init with SIGKILL, and with it the whole PID namespace.
+// kill ends the init with SIGKILL, and with it the whole PID namespace. A
+// holder kills its spare when the client's side of the connection ends.
 func (pr *proc) kill() {
+	if pr.conn != nil {
+		_ = pr.conn.CloseWrite()
+		return
+	}
 	if pr.cmd != nil && pr.cmd.Process != nil {
 		_ = pr.cmd.Process.Kill()
 	}
