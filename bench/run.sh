@@ -3,9 +3,15 @@
 # run (each pair alternates A B A B … so machine noise hits both alike):
 #
 #   exec       `sandbox exec -- true` on a reused sandbox, a cold CLI each
-#              time, against bwrap running `true` (target ≤ 1.5×)
+#              time, against bwrap running `true` (target ≤ 1.5×); once
+#              back to back and once with a GAP (50ms) before each run, as
+#              the sandbox's holder prepares the next operation in the
+#              background after each one and that work would otherwise land
+#              on whichever command runs next
 #   create     create + exec + delete (`sandbox exec -- true` without an id)
-#              against one bwrap exec (target ≤ 3×)
+#              against one bwrap exec (target ≤ 3×); once with the state
+#              directory on the disk and once on tmpfs, to show what the
+#              disk's metadata operations (mkdir, rename, rmdir) cost
 #   srt        the reused-sandbox exec against srt (@anthropic-ai/sandbox-runtime)
 #   stream     1 GiB through exec's stdout against `cat`, a 1 GiB upload and
 #              download against `cp` (target ≥ 0.5× the throughput), with
@@ -14,7 +20,7 @@
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
 # Knobs: RUNS (latency pairs, 40), BIG_RUNS (throughput pairs, 3),
-# SIZE_MB (1024), ROUNDS (concurrent rounds, 3).
+# SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
 # in bench/ for srt), builds the CLI the way the release does (static,
 # CGO_ENABLED=0), keeps its sandboxes in a private state directory and
@@ -31,6 +37,7 @@ RUNS=${RUNS:-40}
 BIG_RUNS=${BIG_RUNS:-3}
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
+GAP=${GAP:-50ms}
 BWRAP="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true"
 
 # What the benchmarks need.
@@ -70,18 +77,25 @@ if want exec || want srt; then
 fi
 
 if want exec; then
-	section "exec -- true on a reused sandbox (cold CLI) vs bwrap; target <= 1.50x"
+	section "exec -- true on a reused sandbox (cold CLI) vs bwrap, back to back; target <= 1.50x"
 	"$work/pair" -n "$RUNS" "$sb --sandbox-id $id exec -- true" "$BWRAP"
+	section "exec -- true on a reused sandbox (cold CLI) vs bwrap, $GAP before each run; target <= 1.50x"
+	"$work/pair" -n "$RUNS" -gap "$GAP" "$sb --sandbox-id $id exec -- true" "$BWRAP"
 fi
 
 if want create; then
 	section "create + exec + delete vs one bwrap exec; target <= 3.00x"
-	"$work/pair" -n "$RUNS" "$sb exec -- true 2>/dev/null" "$BWRAP"
+	"$work/pair" -n "$RUNS" -gap "$GAP" "$sb exec -- true 2>/dev/null" "$BWRAP"
+	if [ -d /dev/shm ] && shm=$(mktemp -d -p /dev/shm 2>/dev/null); then
+		section "create + exec + delete vs one bwrap exec, state directory on tmpfs"
+		"$work/pair" -n "$RUNS" -gap "$GAP" "XDG_STATE_HOME=$shm $sb exec -- true 2>/dev/null" "$BWRAP"
+		rm -rf "$shm"
+	fi
 fi
 
 if want srt; then
 	section "exec -- true on a reused sandbox vs srt (sandbox-runtime, wraps bwrap); reported"
-	"$work/pair" -n "$(( (RUNS + 1) / 2 ))" "$sb --sandbox-id $id exec -- true" "$root/bench/node_modules/.bin/srt true"
+	"$work/pair" -n "$(( (RUNS + 1) / 2 ))" -gap "$GAP" "$sb --sandbox-id $id exec -- true" "$root/bench/node_modules/.bin/srt true"
 fi
 
 if want stream; then

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -278,7 +279,9 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 	go func() {
 		pw.CloseWithError(archive.PackAs(ctx, pw, root, name, entry))
 	}()
-	var src io.Reader = pr
+	// Large reads: each read of an io.Pipe is a hand-off between
+	// goroutines.
+	var src io.Reader = bufio.NewReaderSize(pr, 1<<20)
 	if o.Progress != nil {
 		src = &countingReader{r: pr, total: total, fn: o.Progress}
 	}
@@ -362,9 +365,11 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		pw.CloseWithError(err)
 		errc <- err
 	}()
-	var src io.Reader = pr
+	// Large reads: each read of an io.Pipe is a hand-off between
+	// goroutines.
+	var src io.Reader = bufio.NewReaderSize(pr, 1<<20)
 	if o.Progress != nil {
-		src = &countingReader{r: pr, total: details.Bytes, fn: o.Progress}
+		src = &countingReader{r: src, total: details.Bytes, fn: o.Progress}
 	}
 	opts := archive.ExtractOptions{Force: o.Force}
 	dst := filepath.Base(abs)

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -423,9 +422,12 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 	pr := &proc{id: id, conn: conn, exited: make(chan struct{})}
 	var childEnds []*os.File
 	var opened []*os.File // host ends to close when nothing started
+	callers := func(f *os.File) bool { return f == stdio.stdin || f == stdio.stdout || f == stdio.stderr }
 	fail := func(retry bool, err error) (*proc, bool, error) {
 		for _, f := range childEnds {
-			f.Close()
+			if !callers(f) {
+				f.Close()
+			}
 		}
 		for _, f := range opened {
 			f.Close()
@@ -466,32 +468,31 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 		childEnds = append(childEnds, r)
 		pr.stdinW = w
 	}
-	var outR [2]*os.File
-	outW := [2]io.Writer{stdio.stdout, stdio.stderr}
-	if outW[1] == nil {
+	var outs outputs
+	var copyTo []io.Writer
+	stderrW := stdio.stderr
+	if stderrW == nil {
 		pr.diag = &tailBuffer{max: 4096}
-		outW[1] = pr.diag
+		stderrW = pr.diag
 	}
-	for i, w := range outW {
-		switch w := w.(type) {
-		case nil:
-			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			if err != nil {
-				return fail(false, err)
-			}
-			childEnds = append(childEnds, f)
-		case *os.File:
-			childEnds = append(childEnds, w)
-		default:
-			r, pw, err := os.Pipe()
-			if err != nil {
-				return fail(false, err)
-			}
-			outR[i] = r
-			opened = append(opened, r)
-			childEnds = append(childEnds, pw)
+	for _, w := range []io.Writer{stdio.stdout, stderrW} {
+		child, to, err := outs.pipeFor(w)
+		if err != nil {
+			outs.close()
+			return fail(false, err)
 		}
+		if child == nil {
+			if child, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+				outs.close()
+				return fail(false, err)
+			}
+		}
+		if to != nil {
+			copyTo = append(copyTo, to)
+		}
+		childEnds = append(childEnds, child)
 	}
+	opened = append(opened, outs.readers...)
 	if _, err := ctlW.Write(append(line, '\n')); err != nil {
 		return fail(false, fmt.Errorf("local: sandbox %s: send the operation: %w", id, err))
 	}
@@ -509,7 +510,7 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 	// Our copies of the operation's ends go now (the caller's own files
 	// stay open): the spare holds the only ones.
 	for _, f := range childEnds {
-		if f != stdio.stdin && f != stdio.stdout && f != stdio.stderr {
+		if !callers(f) {
 			f.Close()
 		}
 	}
@@ -529,17 +530,7 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 		return fail(false, fmt.Errorf("local: sandbox %s: unexpected holder reply", id))
 	}
 	pr.status = json.NewDecoder(statR)
-	var copying sync.WaitGroup
-	for i, r := range outR {
-		if r == nil {
-			continue
-		}
-		w := outW[i]
-		copying.Go(func() {
-			_, _ = io.Copy(w, r)
-			r.Close()
-		})
-	}
+	outs.start(copyTo...)
 	go func() {
 		for {
 			r, err := readReply(replies)
@@ -553,7 +544,7 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 				pr.waitErr = errors.New(r.Err)
 			}
 		}
-		copying.Wait()
+		outs.copying.Wait()
 		close(pr.exited)
 	}()
 	return pr, false, nil

@@ -150,12 +150,30 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	pr.statusR = statR
 	childEnds = append(childEnds, statW)
 
+	var outs outputs
+	stderrW := stdio.stderr
+	if stderrW == nil {
+		pr.diag = &tailBuffer{max: 4096}
+		stderrW = pr.diag
+	}
+	var copyTo []io.Writer
+	var outFiles [2]*os.File
+	for i, w := range []io.Writer{stdio.stdout, stderrW} {
+		child, to, err := outs.pipeFor(w)
+		if err != nil {
+			outs.close()
+			return fail(err)
+		}
+		outFiles[i] = child
+		if to != nil {
+			copyTo = append(copyTo, to)
+			childEnds = append(childEnds, child)
+		}
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArgv0},
 		Env:        []string{}, // nothing of the host's environment
-		Stdout:     stdio.stdout,
-		Stderr:     stdio.stderr,
 		ExtraFiles: []*os.File{ctlR, statW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 cloneFlags(sharedNet),
@@ -168,9 +186,12 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	if p.uid != 0 {
 		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
 	}
-	if cmd.Stderr == nil {
-		pr.diag = &tailBuffer{max: 4096}
-		cmd.Stderr = pr.diag
+	// Typed nils would not mean the null device to exec.Cmd.
+	if outFiles[0] != nil {
+		cmd.Stdout = outFiles[0]
+	}
+	if outFiles[1] != nil {
+		cmd.Stderr = outFiles[1]
 	}
 	switch in := stdio.stdin.(type) {
 	case nil:
@@ -179,6 +200,7 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	default:
 		r, w, err := os.Pipe()
 		if err != nil {
+			outs.close()
 			return fail(err)
 		}
 		cmd.Stdin = r
@@ -187,6 +209,10 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	}
 	pr.cmd = cmd
 
+	// The copies start first: the goroutine below waits for them once the
+	// init has exited (a failed start closes the pipes' write ends, which
+	// ends them).
+	outs.start(copyTo...)
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -197,6 +223,7 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		}
 		started <- nil
 		pr.waitErr = cmd.Wait()
+		outs.copying.Wait()
 		close(pr.exited)
 	}()
 	if err := <-started; err != nil {
@@ -221,6 +248,60 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 // previous mount left. All are dropped before any sandboxed code runs.
 func initAmbientCaps() []uintptr {
 	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
+}
+
+// outPipeSize is the capacity asked for the pipes that carry an operation's
+// output, and outCopyBuf the size of the reads that empty them: large
+// chunks keep the copy (and whatever consumes it) to few wake-ups.
+const (
+	outPipeSize = 1 << 20
+	outCopyBuf  = 1 << 20
+)
+
+// outputs are the pipes that carry an operation's stdout and stderr to
+// writers that are not files, and the copies that empty them.
+type outputs struct {
+	copying sync.WaitGroup
+	readers []*os.File
+}
+
+// pipeFor returns the descriptor the init writes to for w: w itself when it
+// is a file, nil for nil (the null device), else the write end of a pipe
+// whose read end start copies into w.
+func (o *outputs) pipeFor(w io.Writer) (child *os.File, copyTo io.Writer, err error) {
+	switch w := w.(type) {
+	case nil:
+		return nil, nil, nil
+	case *os.File:
+		return w, nil, nil
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	// A larger pipe where the limits allow it; the default works too.
+	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
+	o.readers = append(o.readers, r)
+	return pw, w, nil
+}
+
+// start copies the pipes' contents into their writers (ws in the order of
+// the pipeFor calls that made pipes).
+func (o *outputs) start(ws ...io.Writer) {
+	for i, r := range o.readers {
+		w := ws[i]
+		o.copying.Go(func() {
+			_, _ = io.CopyBuffer(w, struct{ io.Reader }{r}, make([]byte, outCopyBuf))
+			r.Close()
+		})
+	}
+}
+
+// close releases pipes whose copies never started.
+func (o *outputs) close() {
+	for _, r := range o.readers {
+		r.Close()
+	}
 }
 
 // startError classifies a failure to start the init: the kernel refusing
