@@ -41,8 +41,10 @@ import (
 const (
 	holderLock    = "holder.lock" // flock serialising holder starts, retirement and Delete
 	holderPidFile = "holder.pid"  // "pid starttime" of the current holder
-	mountLock     = "mount.lock"  // shared by cold inits, exclusive to a holder
-	usedMarker    = "used"        // created by the first cold operation
+	// mountLock is held shared by cold inits and exclusively by a holder;
+	// the first operation creates it, so it also says that the sandbox
+	// was used before.
+	mountLock = "mount.lock"
 )
 
 // defaultHolderIdle is how long a holder without operations stays before
@@ -177,6 +179,23 @@ func (p *Provider) acquire(dir, id string) (*net.UnixConn, *os.File, error) {
 	if c, err := p.dialHolder(dir); err == nil {
 		return c, nil, nil
 	}
+	if _, err := os.Lstat(filepath.Join(dir, mountLock)); errors.Is(err, fs.ErrNotExist) {
+		// The first operation: cold, without the holder lock (this disk
+		// work is most of a one-shot sandbox's cost). No holder starts
+		// without the mount lock held exclusively, so a shared lock
+		// taken here keeps any from starting until this operation ends;
+		// if one started meanwhile, go through it.
+		f, err := lockFile(dir, mountLock, unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			return nil, f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil, fmt.Errorf("local: sandbox %s: mount lock: %w", id, err)
+		}
+		if c, err := p.dialHolder(dir); err == nil {
+			return c, nil, nil
+		}
+	}
 	lock, err := lockFile(dir, holderLock, unix.LOCK_EX)
 	if err != nil {
 		return nil, nil, fmt.Errorf("local: sandbox %s: holder lock: %w", id, err)
@@ -195,14 +214,7 @@ func (p *Provider) acquire(dir, id string) (*net.UnixConn, *os.File, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("local: sandbox %s: mount lock: %w", id, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, usedMarker), nil, 0o600); err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("local: sandbox %s: %w", id, err)
-		}
 		return nil, f, nil
-	}
-	if _, err := os.Lstat(filepath.Join(dir, usedMarker)); err != nil {
-		return cold()
 	}
 	ml, err := lockFile(dir, mountLock, unix.LOCK_EX|unix.LOCK_NB)
 	for try := 0; errors.Is(err, unix.EWOULDBLOCK) && try < 5; try++ {
@@ -353,14 +365,18 @@ func (p *Provider) startHolderProcess(dir, id string, shared bool, lnFile, mount
 // stopHolder kills the sandbox's holder, if one runs, and waits for it to
 // end.
 func stopHolder(dir string) error {
-	lock, err := lockFile(dir, holderLock, unix.LOCK_EX)
+	// No holder lock: no holder ever started (a start creates it first).
+	f, err := os.OpenFile(filepath.Join(dir, holderLock), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
 		return err
 	}
-	defer lock.Close()
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return err
+	}
 	return stopHolderLocked(dir)
 }
 
