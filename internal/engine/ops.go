@@ -283,7 +283,7 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 	// goroutines.
 	var src io.Reader = bufio.NewReaderSize(pr, 1<<20)
 	if o.Progress != nil {
-		src = &countingReader{r: pr, total: total, fn: o.Progress}
+		src = &countingReader{r: src, total: total, fn: o.Progress}
 	}
 	err = s.gate.Upload(approval.WithDetails(ctx, details), s.info.ID, dst, src)
 	pr.CloseWithError(errors.New("upload ended"))

@@ -314,6 +314,7 @@ func (p *Provider) startHolderProcess(dir, id string, shared bool, lnFile, mount
 		Path:       "/proc/self/exe",
 		Args:       []string{initArgv0},
 		Env:        []string{},
+		Dir:        "/", // not the caller's directory, which it would pin
 		ExtraFiles: []*os.File{ctlR, statW, lnFile, slot, mountLock},
 		SysProcAttr: &syscall.SysProcAttr{
 			// The host's network: each spare gets a network of its own
@@ -481,6 +482,7 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 		if err != nil {
 			return fail(false, err)
 		}
+		_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
 		childEnds = append(childEnds, r)
 		pr.stdinW = w
 	}

@@ -90,7 +90,11 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 }
 
 // fillConfig completes cfg with the mounts of the sandbox in dir, using the
-// overlay work directories of slot slotN.
+// overlay work directories of slot slotN. Whatever building and hardening
+// the sandbox depends on (mounts, masks, limits, seccomp settings) must be
+// set here, not per operation: a holder's spares are built and hardened
+// from the holder's configuration before they receive an operation, and
+// take only its mode, command, environment, directory and file request.
 func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
 	cfg.Root = filepath.Join(dir, rootDirName)
 	cfg.Workspace = filepath.Join(dir, workspaceDir)
@@ -203,6 +207,7 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 			outs.close()
 			return fail(err)
 		}
+		_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
 		cmd.Stdin = r
 		childEnds = append(childEnds, r)
 		pr.stdinW = w
@@ -251,8 +256,9 @@ func initAmbientCaps() []uintptr {
 }
 
 // outPipeSize is the capacity asked for the pipes that carry an operation's
-// output, and outCopyBuf the size of the reads that empty them: large
-// chunks keep the copy (and whatever consumes it) to few wake-ups.
+// input and output, and outCopyBuf the size of the reads that empty them:
+// large chunks keep the copies (and whatever feeds or consumes them) to
+// few wake-ups.
 const (
 	outPipeSize = 1 << 20
 	outCopyBuf  = 1 << 20
@@ -291,7 +297,9 @@ func (o *outputs) start(ws ...io.Writer) {
 	for i, r := range o.readers {
 		w := ws[i]
 		o.copying.Go(func() {
-			_, _ = io.CopyBuffer(w, struct{ io.Reader }{r}, make([]byte, outCopyBuf))
+			// Neither side's ReadFrom/WriteTo: they would copy in
+			// 32 KiB pieces.
+			_, _ = io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{r}, make([]byte, outCopyBuf))
 			r.Close()
 		})
 	}
