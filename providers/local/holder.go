@@ -436,7 +436,7 @@ func (p *Provider) launchWarm(dir, id string, cfg *initConfig, shared bool, stdi
 // that the holder ended the connection before starting the operation
 // (it was retiring): nothing ran.
 func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shared bool, stdio initStdio) (_ *proc, retry bool, _ error) {
-	pr := &proc{id: id, conn: conn, exited: make(chan struct{})}
+	pr := &proc{id: id, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
 	var childEnds []*os.File
 	var opened []*os.File // host ends to close when nothing started
 	callers := func(f *os.File) bool { return f == stdio.stdin || f == stdio.stdout || f == stdio.stderr }
@@ -549,7 +549,11 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 	}
 	pr.status = json.NewDecoder(statR)
 	outs.start(copyTo...)
+	// The spare's exit is reported by the holder; a spare that reported
+	// the operation's end had already killed and reaped the rest of it.
+	replied := make(chan error, 1)
 	go func() {
+		var werr error
 		for {
 			r, err := readReply(replies)
 			if err != nil {
@@ -557,10 +561,18 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 			}
 			switch {
 			case r.Exit != "" && r.Exit != "exit status 0":
-				pr.waitErr = errors.New(r.Exit)
+				werr = errors.New(r.Exit)
 			case r.Err != "":
-				pr.waitErr = errors.New(r.Err)
+				werr = errors.New(r.Err)
 			}
+		}
+		replied <- werr
+	}()
+	go func() {
+		select {
+		case werr := <-replied:
+			pr.waitErr = werr
+		case <-pr.settled:
 		}
 		outs.copying.Wait()
 		close(pr.exited)

@@ -288,3 +288,23 @@ func TestColdPath(t *testing.T) {
 		t.Error("the cold path started a holder")
 	}
 }
+
+// TestHolderExitKillsBackground: a command run by a holder's spare leaves
+// nothing behind, whether it exits or times out; the spare kills and reaps
+// the rest of the operation before it reports, so Exec returns without
+// waiting for the spare's own exit.
+func TestHolderExitKillsBackground(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := warmSandbox(t, p, providers.Spec{})
+	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/left' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	r = run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/late' >/dev/null 2>&1 & sleep 30",
+		func(r *providers.ExecRequest) { r.Timeout = 300 * time.Millisecond })
+	if !errors.Is(r.err, providers.ErrTimeout) {
+		t.Fatalf("timeout: %+v", r)
+	}
+	assertNoneSurvived(t, p, id, "left", "sub", "late")
+}

@@ -73,6 +73,10 @@ type proc struct {
 	// conn is the connection to the holder whose spare runs the
 	// operation (nil for a cold init).
 	conn *net.UnixConn
+	// settled is closed by finish when a spare reported the operation's
+	// end: it had killed and reaped every other process of the operation
+	// by then, so its own exit need not be waited for.
+	settled chan struct{}
 }
 
 // launch starts the init of one operation of the sandbox in dir: a spare
@@ -420,6 +424,9 @@ func (pr *proc) finish() (statusMsg, bool) {
 			break
 		}
 		last, got = m, true
+	}
+	if pr.settled != nil && got && (last.Exit != nil || last.Done) {
+		close(pr.settled)
 	}
 	<-pr.exited
 	pr.closeHost()
