@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/archive"
 	"github.com/pmezard/go-difflib/difflib"
+	"golang.org/x/sys/unix"
 )
 
 // previewLimit is the largest write whose diff is shown for approval.
@@ -356,17 +357,23 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 	}
 	defer root.Close()
 
-	pr, pw := io.Pipe()
+	// An OS pipe rather than an io.Pipe: a provider that runs the
+	// download in another process hands it the write end, and the tar
+	// stream reaches the extraction without a copy through this process.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	errc := make(chan error, 1)
 	dctx, cancel := context.WithCancel(approval.WithDetails(ctx, details))
 	defer cancel()
 	go func() {
 		err := s.gate.Download(dctx, s.info.ID, remote, pw)
-		pw.CloseWithError(err)
+		pw.Close()
 		errc <- err
 	}()
-	// Large reads: each read of an io.Pipe is a hand-off between
-	// goroutines.
 	var src io.Reader = bufio.NewReaderSize(pr, 1<<20)
 	if o.Progress != nil {
 		src = &countingReader{r: src, total: details.Bytes, fn: o.Progress}
@@ -380,7 +387,7 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 	_, xerr := archive.Extract(ctx, src, root, dst, opts)
 	if xerr != nil {
 		cancel()
-		pr.CloseWithError(xerr)
+		pr.Close() // the writer stops with EPIPE
 	}
 	derr := <-errc
 	if derr != nil {
