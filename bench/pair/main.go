@@ -18,15 +18,17 @@ import (
 func main() {
 	n := flag.Int("n", 30, "timed runs of each command")
 	warm := flag.Int("warmup", 3, "untimed runs of each command first")
+	gap := flag.Duration("gap", 0, "pause before each run, so that work a command left running in the background (a sandbox holder preparing its next operation) does not land on the next command's time")
 	flag.Parse()
 	cmds := flag.Args()
 	if len(cmds) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: pair [-n N] [-warmup W] 'command A' 'reference command'")
+		fmt.Fprintln(os.Stderr, "usage: pair [-n N] [-warmup W] [-gap D] 'command A' 'reference command'")
 		os.Exit(2)
 	}
 	times := make([][]time.Duration, len(cmds))
 	for i := 0; i < *warm+*n; i++ {
 		for j, c := range cmds {
+			time.Sleep(*gap)
 			start := time.Now()
 			cmd := exec.Command("/bin/sh", "-c", c)
 			cmd.Stdout, cmd.Stderr = nil, os.Stderr

@@ -267,3 +267,56 @@ func TestFailuresLeaveNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptReusedSandbox interrupts an exec in a reused sandbox, which
+// runs through the sandbox's holder: the CLI exits 130, nothing the command
+// started survives, the sandbox stays (this run did not create it) and
+// works, and deleting it ends its holder.
+func TestInterruptReusedSandbox(t *testing.T) {
+	bin := buildBinary(t)
+	c := newRunner(t, bin)
+	out, err := c.command("create").Output()
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	id := strings.TrimSpace(string(out))
+	ws := filepath.Join(c.state, "sandbox", "local", id, "workspace")
+	for range 2 { // the second operation starts the holder
+		if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
+			t.Fatalf("exec: %v", err)
+		}
+	}
+	rec, err := os.ReadFile(filepath.Join(c.state, "sandbox", "local", id, "holder.pid"))
+	if err != nil {
+		t.Fatalf("no holder after two operations: %v", err)
+	}
+	var holder int
+	fmt.Sscan(string(rec), &holder)
+	cmd := c.command("--sandbox-id", id, "exec", "--", "sh", "-c",
+		"(sleep 2; touch /workspace/survived) & touch /workspace/busy; sleep 60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the command to run", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "busy"))
+		return err == nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCodeOf(cmd.Wait()); code != 130 {
+		t.Errorf("exit status %d, want 130", code)
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := os.Stat(filepath.Join(ws, "survived")); err == nil {
+		t.Error("a process of the interrupted command survived")
+	}
+	if out, err := c.command("--sandbox-id", id, "exec", "--", "echo", "still").Output(); err != nil || string(out) != "still\n" {
+		t.Errorf("exec after the interrupt: %q, %v", out, err)
+	}
+	if err := c.command("delete", id).Run(); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	waitFor(t, "the holder to end", func() bool { return syscall.Kill(holder, 0) != nil })
+	c.assertNoLeak()
+}

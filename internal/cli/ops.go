@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -63,6 +64,16 @@ func newExecCmd(app *App) *cobra.Command {
 				stderr = app.masker.Writer(app.streams.Err)
 			}
 			req.Stdout, req.Stderr = stdout, stderr
+			if !app.flags.json && app.masker.Empty() {
+				// Nothing to mask: a pipe is handed to the command
+				// itself, with no copy through this process.
+				if f, ok := directPipe(app.streams.Out); ok {
+					req.Stdout = f
+				}
+				if f, ok := directPipe(app.streams.Err); ok {
+					req.Stderr = f
+				}
+			}
 			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
 				res, err := s.Exec(ctx, req)
 				stdout.Close()
@@ -83,6 +94,22 @@ func newExecCmd(app *App) *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory inside the sandbox (default /workspace)")
 	cmd.Flags().StringVarP(&shell, "command", "c", "", "run `STRING` with /bin/sh -c")
 	return cmd
+}
+
+// directPipe returns w as a file when it is a pipe, which a sandboxed
+// command may write to directly. Terminals and files are not handed over:
+// a terminal's ioctls and a file's offset and length must stay out of the
+// sandbox's reach.
+func directPipe(w io.Writer) (*os.File, bool) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil, false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return nil, false
+	}
+	return f, true
 }
 
 type nopWriteCloser struct{ io.Writer }

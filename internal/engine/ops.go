@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentbox/sandbox/providers/archive"
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/pmezard/go-difflib/difflib"
+	"golang.org/x/sys/unix"
 )
 
 // previewLimit is the largest write whose diff is shown for approval.
@@ -284,7 +286,9 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 	go func() {
 		pw.CloseWithError(archive.PackAs(ctx, pw, root, name, entry))
 	}()
-	src := newCountingReader(pr, total, o.Progress)
+	// Large reads: each read of an io.Pipe is a hand-off between
+	// goroutines.
+	src := newCountingReader(bufio.NewReaderSize(pr, 1<<20), total, o.Progress)
 	err = s.gate.Upload(approval.WithDetails(ctx, details), s.info.ID, dst, src)
 	pr.CloseWithError(errors.New("upload ended"))
 	if err == nil {
@@ -359,16 +363,24 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 	}
 	defer root.Close()
 
-	pr, pw := io.Pipe()
+	// An OS pipe rather than an io.Pipe: a provider that runs the
+	// download in another process hands it the write end, and the tar
+	// stream reaches the extraction without a copy through this process.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	errc := make(chan error, 1)
 	dctx, cancel := context.WithCancel(approval.WithDetails(ctx, details))
 	defer cancel()
 	go func() {
 		err := s.gate.Download(dctx, s.info.ID, remote, pw)
-		pw.CloseWithError(err)
+		pw.Close()
 		errc <- err
 	}()
-	src := newCountingReader(pr, details.Bytes, o.Progress)
+	src := newCountingReader(bufio.NewReaderSize(pr, 1<<20), details.Bytes, o.Progress)
 	opts := archive.ExtractOptions{Force: o.Force}
 	dst := filepath.Base(abs)
 	if !rfi.IsDir() {
@@ -378,7 +390,7 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 	_, xerr := archive.Extract(ctx, src, root, dst, opts)
 	if xerr != nil {
 		cancel()
-		pr.CloseWithError(xerr)
+		pr.Close() // the writer stops with EPIPE
 	}
 	derr := <-errc
 	if derr != nil {

@@ -325,7 +325,8 @@ func (x *extractor) writeTemp(dir string, tr *tar.Reader, hdr *tar.Header) (stri
 	if err != nil {
 		return "", err
 	}
-	_, err = io.Copy(f, tr)
+	// Large writes (io.Copy into a file would use 32 KiB ones).
+	_, err = io.CopyBuffer(struct{ io.Writer }{f}, tr, make([]byte, 1<<20))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

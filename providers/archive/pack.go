@@ -186,7 +186,12 @@ func packFile(ctx context.Context, tw *tar.Writer, root *os.Root, n node, hdr *t
 	if err := writeHeader(tw, hdr); err != nil {
 		return err
 	}
-	copied, err := io.CopyN(tw, ctxReader{ctx, f}, hdr.Size)
+	// Large writes into tw, often an io.Pipe: each write is a hand-off
+	// between goroutines.
+	copied, err := io.CopyBuffer(tw, io.LimitReader(ctxReader{ctx, f}, hdr.Size), make([]byte, 1<<20))
+	if err == nil && copied != hdr.Size {
+		err = io.ErrUnexpectedEOF
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

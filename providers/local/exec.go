@@ -66,7 +66,7 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 // feed copies the caller's stdin into the command's. It may outlive Exec
 // while blocked reading r; its next write then fails and it returns.
 func feed(w io.WriteCloser, r io.Reader) {
-	_, _ = io.Copy(w, r)
+	_, _ = io.CopyBuffer(struct{ io.Writer }{w}, r, make([]byte, outCopyBuf))
 	w.Close()
 }
 

@@ -303,7 +303,9 @@ func (p *Provider) pushStream(ctx context.Context, fc *fileCall, r io.Reader) er
 	closeStdin := func() { closeIn.Do(func() { pr.stdinW.Close() }) }
 	go func() {
 		defer close(copied)
-		_, err := io.Copy(pr.stdinW, r)
+		// Large reads: an io.Pipe (the engine's tar stream) hands over
+		// one read's worth per switch between goroutines.
+		_, err := io.CopyBuffer(struct{ io.Writer }{pr.stdinW}, r, make([]byte, outCopyBuf))
 		closeStdin()
 		if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, os.ErrClosed) {
 			copyErr = err

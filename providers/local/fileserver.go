@@ -321,7 +321,8 @@ func extract(root *os.Root, name string, hdr *tar.Header, r io.Reader, buf []byt
 		if err != nil {
 			return err
 		}
-		_, err = io.CopyBuffer(f, r, buf)
+		// Hide ReadFrom, which would copy in 32 KiB pieces.
+		_, err = io.CopyBuffer(struct{ io.Writer }{f}, r, buf)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

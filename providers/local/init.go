@@ -25,17 +25,22 @@ const initArgv0 = "sandbox-local-init"
 // calls it first thing, and so does TestMain of every test binary that uses
 // the provider.
 func MaybeRunInit() {
-	if len(os.Args) != 1 || os.Args[0] != initArgv0 {
+	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != spareArgv0) {
 		return
 	}
 	// Everything the init does happens on this thread: the command is
 	// forked from it and inherits its (emptied) bounding set.
 	runtime.LockOSThread()
-	os.Exit(runInit())
+	if os.Args[0] == spareArgv0 {
+		os.Exit(runSpare())
+	}
+	os.Exit(runInit(nil))
 }
 
-// runInit is the init's whole life; it returns the exit code.
-func runInit() int {
+// runInit is the init's whole life; it returns the exit code. A spare
+// (see holdinit.go) calls it with the sandbox already entered and hardened,
+// once it has received the operation's descriptors.
+func runInit(ready *spareReady) int {
 	ctl := os.NewFile(ctlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	if ctl == nil || status == nil {
@@ -62,20 +67,28 @@ func runInit() int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	if err := buildRoot(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
+	if cfg.Mode == modeHold && ready == nil {
+		return runHolder(&cfg, rep, ctl, status)
 	}
-	if err := setupNetwork(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
+	if ready != nil {
+		rep.landlock = ready.landlock
+		rep.reapAll = true
+	} else {
+		if err := buildRoot(&cfg); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+		if err := setupNetwork(&cfg); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+		abi, err := harden(&cfg)
+		if err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+		rep.landlock = abi
 	}
-	abi, err := harden(&cfg)
-	if err != nil {
-		rep.setupFail(err)
-		return 125
-	}
-	rep.landlock = abi
 	switch cfg.Mode {
 	case modeExec:
 		return runCommand(&cfg, rep)
@@ -90,6 +103,9 @@ func runInit() int {
 type reporter struct {
 	w        io.Writer
 	landlock int
+	// reapAll: kill and reap every other process before reporting the
+	// command's status (see killAll).
+	reapAll bool
 }
 
 func (r *reporter) send(m statusMsg) {
@@ -181,8 +197,33 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 
 // exitWith reports the command's exit status and returns it.
 func exitWith(rep *reporter, status int) int {
+	if rep.reapAll {
+		killAll()
+	}
 	rep.send(statusMsg{Exit: &status})
 	return status
+}
+
+// killAll kills and reaps every other process of the init's PID namespace.
+// A spare does this before it reports the command's status, so that the
+// host may count the operation done at that report, without waiting for the
+// spare's own exit (the teardown of its mount namespace takes milliseconds).
+func killAll() {
+	for {
+		err := unix.Kill(-1, unix.SIGKILL)
+		for {
+			_, werr := unix.Wait4(-1, nil, 0, nil)
+			if werr == unix.ECHILD {
+				break
+			}
+			if werr != nil && werr != unix.EINTR {
+				return
+			}
+		}
+		if err == unix.ESRCH {
+			return
+		}
+	}
 }
 
 // reap waits for every child until pid exits and returns its status as a

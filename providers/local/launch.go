@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,17 +68,38 @@ type proc struct {
 	slot    *os.File      // work directory lock
 	stdinW  *os.File      // host end of a stdin pipe the provider feeds
 	diag    *tailBuffer   // init's stderr when the caller gave none
+	// mount is the sandbox's mount lock, held shared by a cold init.
+	mount *os.File
+	// conn is the connection to the holder whose spare runs the
+	// operation (nil for a cold init).
+	conn *net.UnixConn
+	// settled is closed by finish when a spare reported the operation's
+	// end: it had killed and reaped every other process of the operation
+	// by then, so its own exit need not be waited for.
+	settled chan struct{}
 }
 
-// launch starts an init for the sandbox in dir with cfg, which it completes
-// with the sandbox's mounts. The init is started from a goroutine locked to
-// its OS thread, which stays alive until the init exits: Pdeathsig fires
-// when the starting thread ends, not when the process does.
+// launch starts the init of one operation of the sandbox in dir: a spare
+// of the sandbox's holder (see holder.go), or a cold init that builds the
+// sandbox for this operation alone.
 func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio) (*proc, error) {
-	slotN, slot, err := acquireSlot(dir, p.layers)
-	if err != nil {
-		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+	if p.coldOnly {
+		return p.launchCold(dir, id, cfg, sharedNet, stdio, nil)
 	}
+	pr, mount, err := p.launchWarm(dir, id, cfg, sharedNet, stdio)
+	if err != nil || pr != nil {
+		return pr, err
+	}
+	return p.launchCold(dir, id, cfg, sharedNet, stdio, mount)
+}
+
+// fillConfig completes cfg with the mounts of the sandbox in dir, using the
+// overlay work directories of slot slotN. Whatever building and hardening
+// the sandbox depends on (mounts, masks, limits, seccomp settings) must be
+// set here, not per operation: a holder's spares are built and hardened
+// from the holder's configuration before they receive an operation, and
+// take only its mode, command, environment, directory and file request.
+func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
 	cfg.Root = filepath.Join(dir, rootDirName)
 	cfg.Workspace = filepath.Join(dir, workspaceDir)
 	cfg.HomeSrc = filepath.Join(dir, homeDirName)
@@ -89,13 +111,32 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	for i, l := range p.layers {
 		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
 	}
+}
+
+// launchCold starts an init for the sandbox in dir with cfg, which it
+// completes with the sandbox's mounts; mount (closed with the proc) is the
+// sandbox's mount lock held shared. The init is started from a goroutine
+// locked to its OS thread, which stays alive until the init exits:
+// Pdeathsig fires when the starting thread ends, not when the process does.
+func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio, mount *os.File) (*proc, error) {
+	slotN, slot, err := acquireSlot(dir, p.layers)
+	if err != nil {
+		if mount != nil {
+			mount.Close()
+		}
+		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+	}
+	p.fillConfig(dir, slotN, cfg, sharedNet)
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		slot.Close()
+		if mount != nil {
+			mount.Close()
+		}
 		return nil, fmt.Errorf("local: encode init configuration: %w", err)
 	}
 
-	pr := &proc{id: id, slot: slot, exited: make(chan struct{})}
+	pr := &proc{id: id, slot: slot, mount: mount, exited: make(chan struct{})}
 	var childEnds []*os.File
 	fail := func(err error) (*proc, error) {
 		for _, f := range childEnds {
@@ -117,12 +158,30 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	pr.statusR = statR
 	childEnds = append(childEnds, statW)
 
+	var outs outputs
+	stderrW := stdio.stderr
+	if stderrW == nil {
+		pr.diag = &tailBuffer{max: 4096}
+		stderrW = pr.diag
+	}
+	var copyTo []io.Writer
+	var outFiles [2]*os.File
+	for i, w := range []io.Writer{stdio.stdout, stderrW} {
+		child, to, err := outs.pipeFor(w)
+		if err != nil {
+			outs.close()
+			return fail(err)
+		}
+		outFiles[i] = child
+		if to != nil {
+			copyTo = append(copyTo, to)
+			childEnds = append(childEnds, child)
+		}
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArgv0},
 		Env:        []string{}, // nothing of the host's environment
-		Stdout:     stdio.stdout,
-		Stderr:     stdio.stderr,
 		ExtraFiles: []*os.File{ctlR, statW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 cloneFlags(sharedNet),
@@ -133,16 +192,14 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 		},
 	}
 	if p.uid != 0 {
-		// exec drops the capabilities of a non-root uid; the init needs
-		// these to mount, to configure loopback, to empty its bounding
-		// set, and DAC_OVERRIDE for overlayfs to clean the mode-000 work
-		// directory a previous mount left. All are dropped before any
-		// sandboxed code runs.
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
+		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
 	}
-	if cmd.Stderr == nil {
-		pr.diag = &tailBuffer{max: 4096}
-		cmd.Stderr = pr.diag
+	// Typed nils would not mean the null device to exec.Cmd.
+	if outFiles[0] != nil {
+		cmd.Stdout = outFiles[0]
+	}
+	if outFiles[1] != nil {
+		cmd.Stderr = outFiles[1]
 	}
 	switch in := stdio.stdin.(type) {
 	case nil:
@@ -151,14 +208,20 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	default:
 		r, w, err := os.Pipe()
 		if err != nil {
+			outs.close()
 			return fail(err)
 		}
+		_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
 		cmd.Stdin = r
 		childEnds = append(childEnds, r)
 		pr.stdinW = w
 	}
 	pr.cmd = cmd
 
+	// The copies start first: the goroutine below waits for them once the
+	// init has exited (a failed start closes the pipes' write ends, which
+	// ends them).
+	outs.start(copyTo...)
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -169,6 +232,7 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 		}
 		started <- nil
 		pr.waitErr = cmd.Wait()
+		outs.copying.Wait()
 		close(pr.exited)
 	}()
 	if err := <-started; err != nil {
@@ -184,6 +248,72 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
 	}
 	return pr, nil
+}
+
+// initAmbientCaps are the capabilities an init started by a non-root user
+// needs: exec drops the capabilities of a non-root uid; the init needs
+// these to mount, to configure loopback, to empty its bounding set, and
+// DAC_OVERRIDE for overlayfs to clean the mode-000 work directory a
+// previous mount left. All are dropped before any sandboxed code runs.
+func initAmbientCaps() []uintptr {
+	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
+}
+
+// outPipeSize is the capacity asked for the pipes that carry an operation's
+// input and output, and outCopyBuf the size of the reads that empty them:
+// large chunks keep the copies (and whatever feeds or consumes them) to
+// few wake-ups.
+const (
+	outPipeSize = 1 << 20
+	outCopyBuf  = 1 << 20
+)
+
+// outputs are the pipes that carry an operation's stdout and stderr to
+// writers that are not files, and the copies that empty them.
+type outputs struct {
+	copying sync.WaitGroup
+	readers []*os.File
+}
+
+// pipeFor returns the descriptor the init writes to for w: w itself when it
+// is a file, nil for nil (the null device), else the write end of a pipe
+// whose read end start copies into w.
+func (o *outputs) pipeFor(w io.Writer) (child *os.File, copyTo io.Writer, err error) {
+	switch w := w.(type) {
+	case nil:
+		return nil, nil, nil
+	case *os.File:
+		return w, nil, nil
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	// A larger pipe where the limits allow it; the default works too.
+	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
+	o.readers = append(o.readers, r)
+	return pw, w, nil
+}
+
+// start copies the pipes' contents into their writers (ws in the order of
+// the pipeFor calls that made pipes).
+func (o *outputs) start(ws ...io.Writer) {
+	for i, r := range o.readers {
+		w := ws[i]
+		o.copying.Go(func() {
+			// Neither side's ReadFrom/WriteTo: they would copy in
+			// 32 KiB pieces.
+			_, _ = io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{r}, make([]byte, outCopyBuf))
+			r.Close()
+		})
+	}
+}
+
+// close releases pipes whose copies never started.
+func (o *outputs) close() {
+	for _, r := range o.readers {
+		r.Close()
+	}
 }
 
 // startError classifies a failure to start the init: the kernel refusing
@@ -223,10 +353,21 @@ func (pr *proc) closeHost() {
 	if pr.slot != nil {
 		pr.slot.Close()
 	}
+	if pr.mount != nil {
+		pr.mount.Close()
+	}
+	if pr.conn != nil {
+		pr.conn.Close()
+	}
 }
 
-// kill ends the init with SIGKILL, and with it the whole PID namespace.
+// kill ends the init with SIGKILL, and with it the whole PID namespace. A
+// holder kills its spare when the client's side of the connection ends.
 func (pr *proc) kill() {
+	if pr.conn != nil {
+		_ = pr.conn.CloseWrite()
+		return
+	}
 	if pr.cmd != nil && pr.cmd.Process != nil {
 		_ = pr.cmd.Process.Kill()
 	}
@@ -283,6 +424,9 @@ func (pr *proc) finish() (statusMsg, bool) {
 			break
 		}
 		last, got = m, true
+	}
+	if pr.settled != nil && got && (last.Exit != nil || last.Done) {
+		close(pr.settled)
 	}
 	<-pr.exited
 	pr.closeHost()

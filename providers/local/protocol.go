@@ -24,10 +24,15 @@ const (
 	commitByte = 'C'
 )
 
-// Init modes.
+// Init modes: exec and file are one operation each (run by a cold init, or
+// by a spare a holder hands the operation to); hold is a sandbox's
+// long-lived holder (see holder.go); spare is the configuration a holder
+// sends to each operation init it prepares.
 const (
-	modeExec = "exec"
-	modeFile = "file"
+	modeExec  = "exec"
+	modeFile  = "file"
+	modeHold  = "hold"
+	modeSpare = "spare"
 )
 
 // initConfig is everything the init needs; it travels over the control pipe
@@ -58,6 +63,13 @@ type initConfig struct {
 
 	// File mode.
 	File *fileRequest `json:"file,omitempty"`
+
+	// Hold mode: the sandbox's host directory (its metadata vanishing
+	// ends the holder) and how long the holder stays without work.
+	// Identity names the holder's socket.
+	StateDir string `json:"state_dir,omitempty"`
+	IdleNS   int64  `json:"idle_ns,omitempty"`
+	Identity string `json:"identity,omitempty"`
 }
 
 // mountLayer is one overlay mount of the new root.
@@ -100,7 +112,8 @@ type statusMsg struct {
 	// Open says that a streaming file operation started and its data
 	// follows on stdout.
 	Open bool `json:"open,omitempty"`
-	// Done ends a file operation successfully.
+	// Done ends a file operation successfully; from a holder or a spare
+	// it says that it is ready.
 	Done bool `json:"done,omitempty"`
 	// Err describes a failure; Setup marks one of building the sandbox
 	// rather than of the operation, Kind and Errno classify it.

@@ -42,8 +42,10 @@ var (
 	_ providers.Grepper  = (*Provider)(nil)
 )
 
-// Provider runs sandboxes as directories under its state directory. It holds
-// no live processes between calls and is safe for concurrent use.
+// Provider runs sandboxes as directories under its state directory. It is
+// safe for concurrent use. Between calls, a sandbox used more than once
+// keeps a holder process (see holder.go) until it has been idle for a
+// while or is deleted.
 type Provider struct {
 	// dir holds one directory per sandbox.
 	dir string
@@ -56,6 +58,14 @@ type Provider struct {
 	// links are host top-level symlinks reproduced in the new root
 	// (merged-/usr systems: /bin -> usr/bin, ...).
 	links []link
+	// identity names the holders this binary starts (exeIdentity).
+	identity string
+	// holderIdle is how long a sandbox's holder stays without operations
+	// (defaultHolderIdle; tests shorten it).
+	holderIdle time.Duration
+	// coldOnly runs every operation in a cold init, never in a holder
+	// (tests of the cold path).
+	coldOnly bool
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -70,7 +80,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: create state directory: %w", err)
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid()}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle}
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
 	return p, nil
@@ -339,6 +349,11 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	if err := os.Remove(filepath.Join(dir, metaFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
+	}
+	// The holder goes before its mounts' directories do; one that starts
+	// after this finds the metadata gone and exits.
+	if err := stopHolder(dir); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
 	if err := removeTree(dir); err != nil {

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -18,8 +19,8 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // masking of further paths through initConfig.Masks.
 var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
-// maskSource is the empty file bound over masked files; it is created on the
-// new root's tmpfs and unlinked once every mask is in place.
+// maskSource prefixes the empty file bound over masked files; it is created
+// on the new root's tmpfs and unlinked once every mask is in place.
 const maskSource = "/.sandbox-mask"
 
 // setupError marks a failure to build the sandbox, as opposed to a failure
@@ -42,6 +43,19 @@ func mountErr(what string, err error) error {
 // in the init, inside fresh user and mount namespaces, with the host's view
 // still in place.
 func buildRoot(cfg *initConfig) error {
+	if err := buildTree(cfg); err != nil {
+		return err
+	}
+	return enterRoot(cfg)
+}
+
+// buildTree builds the part of the new root under cfg.Root that lives as
+// long as its mount namespace: the tmpfs, the overlays, the links and the
+// binds. A cold init builds it for one operation; a sandbox's holder once
+// for its life, and each of its operation inits (spares) then only runs
+// enterRoot in its own copy of the holder's mount namespace, so that there
+// is one overlay mount of the sandbox's layers at a time.
+func buildTree(cfg *initConfig) error {
 	// Nothing we mount may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return &setupError{err: mountErr("make / private", err), unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
@@ -73,10 +87,20 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, root, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
 		return mountErr("nosuid,nodev", err)
 	}
+	return nil
+}
+
+// enterRoot gives the tree built by buildTree its per-operation mounts (a
+// private /tmp, /run, /dev and a fresh /proc for the current PID
+// namespace), pivots into it, masks secrets and makes the root read-only.
+// Mount points on the root tmpfs may exist already: a holder's tree is
+// shared by all its operations.
+func enterRoot(cfg *initConfig) error {
+	root := cfg.Root
 	tmpfses := []struct{ dst, opts string }{{"/tmp", "mode=1777"}, {"/run", "mode=0755"}}
 	for _, t := range tmpfses {
 		target := root + t.dst
-		if err := os.Mkdir(target, 0o755); err != nil {
+		if err := mkdirExist(target, 0o755); err != nil {
 			return err
 		}
 		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, t.opts); err != nil {
@@ -85,7 +109,7 @@ func buildRoot(cfg *initConfig) error {
 	}
 	// A fresh procfs for the new PID namespace, mounted before the pivot:
 	// the inherited /proc is locked and cannot be unmounted.
-	if err := os.Mkdir(root+"/proc", 0o555); err != nil {
+	if err := mkdirExist(root+"/proc", 0o555); err != nil {
 		return err
 	}
 	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -94,7 +118,10 @@ func buildRoot(cfg *initConfig) error {
 	if err := buildDev(root + "/dev"); err != nil {
 		return err
 	}
-	if err := os.WriteFile(root+maskSource, nil, 0); err != nil {
+	// Operations of one holder share the root tmpfs: each has its own
+	// mask source.
+	mask := maskSource + "-" + rand.Text()
+	if err := os.WriteFile(root+mask, nil, 0); err != nil {
 		return err
 	}
 	resolv := -1
@@ -116,7 +143,7 @@ func buildRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := applyMasks(append(maskedFiles, cfg.Masks...)); err != nil {
+	if err := applyMasks(mask, append(maskedFiles, cfg.Masks...)); err != nil {
 		return err
 	}
 	// The root tmpfs only holds mount points: read-only from now on.
@@ -163,7 +190,7 @@ func overlayEscape(p string) string {
 // buildDev creates a minimal /dev: a few host device nodes, a private devpts,
 // a /dev/shm tmpfs and the usual symlinks.
 func buildDev(dev string) error {
-	if err := os.Mkdir(dev, 0o755); err != nil {
+	if err := mkdirExist(dev, 0o755); err != nil {
 		return err
 	}
 	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755"); err != nil {
@@ -216,21 +243,29 @@ func pivot(root string) error {
 	return unix.Chdir("/")
 }
 
-// applyMasks binds the empty mask file over every masked path that is a
-// regular file. It runs after the pivot, so a path the sandbox turned into a
-// symlink resolves inside the sandbox.
-func applyMasks(paths []string) error {
+// applyMasks binds the empty file mask over every masked path that is a
+// regular file, then removes mask. It runs after the pivot, so a path the
+// sandbox turned into a symlink resolves inside the sandbox.
+func applyMasks(mask string, paths []string) error {
 	for _, p := range paths {
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
-		if err := unix.Mount(maskSource, p, "", unix.MS_BIND, ""); err != nil {
+		if err := unix.Mount(mask, p, "", unix.MS_BIND, ""); err != nil {
 			return mountErr("mask over "+p, err)
 		}
 		_ = unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
 	}
-	return os.Remove(maskSource)
+	return os.Remove(mask)
+}
+
+// mkdirExist creates dir unless it exists.
+func mkdirExist(dir string, perm os.FileMode) error {
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 // attachResolvConf makes the host's resolver configuration visible when the

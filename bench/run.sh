@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The benchmarks of DESIGN §8, side by side with the reference tools in one
+# run (each pair alternates A B A B … so machine noise hits both alike):
+#
+#   exec       `sandbox exec -- true` on a reused sandbox, a cold CLI each
+#              time, against bwrap running `true` (target ≤ 1.5×); once
+#              back to back and once with a GAP (50ms) before each run, as
+#              the sandbox's holder prepares the next operation in the
+#              background after each one and that work would otherwise land
+#              on whichever command runs next
+#   create     create + exec + delete (`sandbox exec -- true` without an id)
+#              against one bwrap exec (target ≤ 3×); once with the state
+#              directory on the disk and once on tmpfs, to show what the
+#              disk's metadata operations (mkdir, rename, rmdir) cost
+#   srt        the reused-sandbox exec against srt (@anthropic-ai/sandbox-runtime)
+#   stream     1 GiB through exec's stdout against `cat`, a 1 GiB upload and
+#              download against `cp` (target ≥ 0.5× the throughput), with
+#              the CLI's peak RSS (target ≤ 64 MiB)
+#   concurrent 64 concurrent execs across 16 sandboxes: all succeed, p50/p99
+#
+# Usage: bench/run.sh [SECTION...]   (default: all of them)
+# Knobs: RUNS (latency pairs, 40), BIG_RUNS (throughput pairs, 3),
+# SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms).
+# It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
+# in bench/ for srt), builds the CLI the way the release does (static,
+# CGO_ENABLED=0), keeps its sandboxes in a private state directory and
+# deletes them on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+sections=("$@")
+[ ${#sections[@]} -gt 0 ] || sections=(exec create srt stream concurrent)
+want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+
+RUNS=${RUNS:-40}
+BIG_RUNS=${BIG_RUNS:-3}
+SIZE_MB=${SIZE_MB:-1024}
+ROUNDS=${ROUNDS:-3}
+GAP=${GAP:-50ms}
+BWRAP="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true"
+
+# What the benchmarks need.
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+[ -x /usr/bin/time ] || need+=(time)
+if want srt; then
+	command -v socat >/dev/null || need+=(socat)
+	command -v rg >/dev/null || need+=(ripgrep)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+	echo "bench: installing ${need[*]}" >&2
+	if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if want srt; then
+	command -v npm >/dev/null || { echo "bench: srt needs node and npm (apt-get install nodejs npm)" >&2; exit 1; }
+	(cd bench && npm ci --no-audit --no-fund --loglevel=error >&2)
+fi
+
+work=$(mktemp -d)
+export XDG_STATE_HOME=$work/state XDG_CONFIG_HOME=$work/config
+sb="$work/sandbox"
+cleanup() {
+	"$sb" delete --all >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+CGO_ENABLED=0 go build -trimpath -o "$sb" ./cmd/sandbox
+go build -o "$work/pair" ./bench/pair
+go build -o "$work/fanout" ./bench/fanout
+section() { printf '\n== %s\n' "$*"; }
+
+if want exec || want srt; then
+	id=$("$sb" create 2>/dev/null)
+fi
+
+if want exec; then
+	section "exec -- true on a reused sandbox (cold CLI) vs bwrap, back to back; target <= 1.50x"
+	"$work/pair" -n "$RUNS" "$sb --sandbox-id $id exec -- true" "$BWRAP"
+	section "exec -- true on a reused sandbox (cold CLI) vs bwrap, $GAP before each run; target <= 1.50x"
+	"$work/pair" -n "$RUNS" -gap "$GAP" "$sb --sandbox-id $id exec -- true" "$BWRAP"
+fi
+
+if want create; then
+	section "create + exec + delete vs one bwrap exec; target <= 3.00x"
+	"$work/pair" -n "$RUNS" -gap "$GAP" "$sb exec -- true 2>/dev/null" "$BWRAP"
+	if [ -d /dev/shm ] && shm=$(mktemp -d -p /dev/shm 2>/dev/null); then
+		section "create + exec + delete vs one bwrap exec, state directory on tmpfs"
+		"$work/pair" -n "$RUNS" -gap "$GAP" "XDG_STATE_HOME=$shm $sb exec -- true 2>/dev/null" "$BWRAP"
+		rm -rf "$shm"
+	fi
+fi
+
+if want srt; then
+	section "exec -- true on a reused sandbox vs srt (sandbox-runtime, wraps bwrap); reported"
+	"$work/pair" -n "$(( (RUNS + 1) / 2 ))" -gap "$GAP" "$sb --sandbox-id $id exec -- true" "$root/bench/node_modules/.bin/srt true"
+fi
+
+if want stream; then
+	section "streams of ${SIZE_MB} MiB: throughput vs cat/cp (target >= 0.50x), CLI peak RSS (target <= 64 MiB)"
+	sid=$("$sb" create 2>/dev/null)
+	big=$work/big
+	head -c "$((SIZE_MB << 20))" /dev/urandom >"$big"
+	bytes=$((SIZE_MB << 20))
+	# timed NAME CMD: runs CMD once, appends its wall time (ns) to
+	# $work/NAME.t and the CLI's peak RSS (KiB, from $work/rss) to NAME.rss.
+	timed() {
+		local name=$1; shift
+		rm -f "$work/rss"
+		local t0 t1
+		t0=$(date +%s%N)
+		bash -o pipefail -c "$*"
+		t1=$(date +%s%N)
+		echo $((t1 - t0)) >>"$work/$name.t"
+		if [ -s "$work/rss" ]; then tail -1 "$work/rss" >>"$work/$name.rss"; fi
+	}
+	tv="/usr/bin/time -f %M -o $work/rss"
+	for _ in $(seq "$BIG_RUNS"); do
+		timed stdout "$tv $sb --sandbox-id $sid exec -- head -c $bytes /dev/zero | cat >/dev/null"
+		timed cat "head -c $bytes /dev/zero | cat >/dev/null"
+		timed upload "$tv $sb --sandbox-id $sid upload --force $big /workspace/big"
+		timed cpup "rm -f $work/copy; cp $big $work/copy"
+		timed download "rm -f $work/down; $tv $sb --sandbox-id $sid download /workspace/big $work/down"
+		timed cpdown "rm -f $work/copy; cp $big $work/copy"
+	done
+	cmp "$big" "$work/down" || { echo "bench: downloaded file differs" >&2; exit 1; }
+	median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+	report() { # name ref label
+		local m r rss
+		m=$(median "$work/$1.t"); r=$(median "$work/$2.t"); rss=$(sort -n "$work/$1.rss" | tail -1)
+		awk -v m="$m" -v r="$r" -v b="$bytes" -v rss="$rss" -v l="$3" 'BEGIN {
+			printf "%-9s %7.0f MiB/s vs %7.0f MiB/s  ratio %.2fx  CLI peak RSS %.1f MiB\n",
+				l, b / 1048576 / (m / 1e9), b / 1048576 / (r / 1e9), r / m, rss / 1024 }'
+	}
+	report stdout cat "stdout"
+	report upload cpup "upload"
+	report download cpdown "download"
+	rm -f "$big" "$work/down" "$work/copy"
+	"$sb" delete "$sid" >/dev/null
+fi
+
+if want concurrent; then
+	section "64 concurrent execs across 16 sandboxes: all succeed; p50, p99"
+	ids=()
+	for _ in $(seq 16); do ids+=("$("$sb" create 2>/dev/null)"); done
+	cmds=()
+	for i in $(seq 0 63); do cmds+=("$sb --sandbox-id ${ids[i % 16]} exec -- true"); done
+	"$work/fanout" -rounds "$ROUNDS" "${cmds[@]}"
+fi

@@ -1,0 +1,310 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// holderPID returns the recorded holder of id, failing when none is.
+func holderPID(t *testing.T, p *Provider, id string) int {
+	t.Helper()
+	rec, err := readHolderRecord(filepath.Join(p.dir, id))
+	if err != nil {
+		t.Fatalf("no holder recorded: %v", err)
+	}
+	return rec.pid
+}
+
+// waitGone waits until pid no longer exists.
+func waitGone(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for unix.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still exists after %v", pid, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// warmSandbox creates a sandbox and runs two commands, so that it has a
+// holder, and returns its id.
+func warmSandbox(t *testing.T, p *Provider, spec providers.Spec) string {
+	t.Helper()
+	id := newSandbox(t, p, spec)
+	mustRun(t, p, id, "true")
+	if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
+		t.Fatal("the first operation started a holder")
+	}
+	// A second operation starts the holder, unless a cold operation
+	// still holds the mount lock (or a process forked by a parallel test
+	// shares its descriptor for a moment): then it runs cold too.
+	for range 5 {
+		mustRun(t, p, id, "true")
+		if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
+			break
+		}
+	}
+	holderPID(t, p, id)
+	return id
+}
+
+// TestHolderCoherence: while a holder runs, every operation — exec in the
+// sandbox's network mode and in the other one, file writes and reads —
+// goes through its one overlay mount, so each sees what the others wrote
+// (two live overlay mounts of one upper layer would not).
+func TestHolderCoherence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newTestProvider(t)
+	id := warmSandbox(t, p, providers.Spec{})
+	holder := holderPID(t, p, id)
+	if r := run(t, p, id, "ls /usr/local/x"); r.err != nil || r.code == 0 {
+		t.Fatalf("ls of a missing file: %+v", r)
+	}
+	on := func(r *providers.ExecRequest) { r.Network = providers.NetworkOn }
+	if r := run(t, p, id, "touch /usr/local/x", on); r.err != nil || r.code != 0 {
+		t.Fatalf("touch with the network on: %+v", r)
+	}
+	if r := run(t, p, id, "ls /usr/local/x"); r.err != nil || r.code != 0 {
+		t.Errorf("a file created with the network on is not seen with it off: %+v", r)
+	}
+	writeString(t, p, id, "/usr/local/y", "from write")
+	if got := mustRun(t, p, id, "cat /usr/local/y"); got != "from write" {
+		t.Errorf("exec after WriteFile: %q", got)
+	}
+	mustRun(t, p, id, "echo from exec > /etc/z")
+	if b, err := readAll(t, p, id, "/etc/z"); err != nil || string(b) != "from exec\n" {
+		t.Errorf("ReadFile after exec: %q, %v", b, err)
+	}
+	if err := p.Remove(ctx, id, "/usr/local/x", false); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, p, id, "ls /usr/local/x", on); r.err != nil || r.code == 0 {
+		t.Errorf("a removed file is still seen: %+v", r)
+	}
+	if again := holderPID(t, p, id); again != holder {
+		t.Errorf("the holder changed from %d to %d", holder, again)
+	}
+}
+
+func TestHolderReusedAndStoppedByDelete(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	info, err := p.Create(context.Background(), providers.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	mustRun(t, p, id, "true")
+	for range 5 {
+		mustRun(t, p, id, "true")
+		if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
+			break
+		}
+	}
+	first := holderPID(t, p, id)
+	if got := mustRun(t, p, id, "echo hi"); got != "hi\n" {
+		t.Errorf("third exec: %q", got)
+	}
+	if again := holderPID(t, p, id); again != first {
+		t.Errorf("third exec started holder %d, want the first one %d reused", again, first)
+	}
+	if err := p.Delete(context.Background(), id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	waitGone(t, first, 5*time.Second)
+	if _, err := os.Lstat(filepath.Join(p.dir, id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sandbox directory after Delete: %v", err)
+	}
+}
+
+func TestHolderKilledIsReplaced(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := warmSandbox(t, p, providers.Spec{})
+	mustRun(t, p, id, "echo kept > /workspace/f")
+	first := holderPID(t, p, id)
+	if err := unix.Kill(first, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, first, 5*time.Second)
+	if got := mustRun(t, p, id, "cat /workspace/f"); got != "kept\n" {
+		t.Errorf("exec after the holder died: %q", got)
+	}
+	if second := holderPID(t, p, id); second == first {
+		t.Error("no new holder was recorded")
+	}
+}
+
+func TestHolderConcurrentExecs(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := warmSandbox(t, p, providers.Spec{})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			r := run(t, p, id, fmt.Sprintf("echo out%d; echo err%d >&2; exit %d", i, i, i%7))
+			if r.err != nil || r.code != i%7 || r.stdout != fmt.Sprintf("out%d\n", i) || r.stderr != fmt.Sprintf("err%d\n", i) {
+				t.Errorf("exec %d: %+v", i, r)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestHolderIdleExit(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	p.holderIdle = 300 * time.Millisecond
+	id := warmSandbox(t, p, providers.Spec{})
+	first := holderPID(t, p, id)
+	waitGone(t, first, 10*time.Second)
+	if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
+		t.Error("a retired holder left its record")
+	}
+	if got := mustRun(t, p, id, "echo again"); got != "again\n" {
+		t.Errorf("exec after the idle exit: %q", got)
+	}
+}
+
+// TestHolderEndsWithItsSandbox: a holder whose sandbox vanished without a
+// Delete (its state directory removed) exits on its own.
+func TestHolderEndsWithItsSandbox(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	info, err := p.Create(context.Background(), providers.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	mustRun(t, p, id, "true")
+	for range 5 {
+		mustRun(t, p, id, "true")
+		if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
+			break
+		}
+	}
+	pid := holderPID(t, p, id)
+	if err := os.Remove(filepath.Join(p.dir, id, metaFile)); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid, 5*time.Second)
+	if err := removeTree(filepath.Join(p.dir, id)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestHolderOperationHardened: the operation init a holder hands a command
+// to (its PID 1) is hardened on every thread, and the holder itself is
+// neither visible nor reachable from inside.
+func TestHolderOperationHardened(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := warmSandbox(t, p, providers.Spec{})
+	// Every thread of PID 1 has no capabilities and no_new_privs; the
+	// thread that starts commands also has an empty bounding set (as in
+	// a cold init: the bounding set only matters across an execve).
+	got := mustRun(t, p, id, `
+set -- /proc/1/task/*/status
+for s in "$@" /proc/self/status; do
+	grep -E '^(CapPrm|CapEff|CapAmb|NoNewPrivs):' "$s" | awk '{print $1, $2}'
+done | sort -u
+grep CapBnd /proc/1/status | awk '{print $1, $2}'
+echo threads=$#
+cat /proc/1/cmdline | tr '\0' ' '; echo`)
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	want := []string{"CapAmb: 0000000000000000", "CapEff: 0000000000000000", "CapPrm: 0000000000000000", "NoNewPrivs: 1", "CapBnd: 0000000000000000"}
+	if len(lines) < len(want)+2 || strings.Join(lines[:len(want)], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("capabilities and no_new_privs of every thread:\n%s", got)
+	}
+	if !strings.HasPrefix(lines[len(want)], "threads=") || lines[len(want)] == "threads=1" {
+		t.Errorf("no threads of PID 1 were checked: %s", lines[len(want)])
+	}
+	if !strings.HasPrefix(lines[len(want)+1], spareArgv0) {
+		t.Errorf("PID 1 is %q, want the operation init", lines[len(want)+1])
+	}
+	if r := run(t, p, id, "kill -9 -1; echo ok"); r.err != nil {
+		t.Errorf("kill -1: %+v", r)
+	}
+	if got := mustRun(t, p, id, "echo alive"); got != "alive\n" {
+		t.Errorf("the sandbox after a kill -1: %q", got)
+	}
+	if r := run(t, p, id, "touch /x"); r.code == 0 {
+		t.Error("the root is writable")
+	}
+}
+
+// TestHolderTimeoutAndCancel: a timeout or a cancellation of an operation
+// run by a holder's spare kills its whole process tree.
+func TestHolderTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := warmSandbox(t, p, providers.Spec{})
+	start := time.Now()
+	r := run(t, p, id, "sleep 30 & sleep 30", func(r *providers.ExecRequest) { r.Timeout = 300 * time.Millisecond })
+	if !errors.Is(r.err, providers.ErrTimeout) || time.Since(start) > 10*time.Second {
+		t.Errorf("timeout: %+v after %v", r, time.Since(start))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	_, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "sleep 30"})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancel: %v", err)
+	}
+	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
+		t.Errorf("exec after a timeout: %q", got)
+	}
+}
+
+// TestColdPath runs the essentials with holders off: the path of every
+// first operation of a sandbox.
+func TestColdPath(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	p.coldOnly = true
+	id := newSandbox(t, p, providers.Spec{})
+	for range 2 {
+		if r := run(t, p, id, "exit 3"); r.err != nil || r.code != 3 {
+			t.Errorf("exit 3: %+v", r)
+		}
+	}
+	caps := mustRun(t, p, id, "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u; grep NoNewPrivs /proc/self/status | awk '{print $2}'")
+	if caps != "0000000000000000\n1\n" {
+		t.Errorf("caps and NNP: %q", caps)
+	}
+	if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
+		t.Error("the cold path started a holder")
+	}
+}
+
+// TestHolderExitKillsBackground: a command run by a holder's spare leaves
+// nothing behind, whether it exits or times out; the spare kills and reaps
+// the rest of the operation before it reports, so Exec returns without
+// waiting for the spare's own exit.
+func TestHolderExitKillsBackground(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := warmSandbox(t, p, providers.Spec{})
+	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/left' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	r = run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/late' >/dev/null 2>&1 & sleep 30",
+		func(r *providers.ExecRequest) { r.Timeout = 300 * time.Millisecond })
+	if !errors.Is(r.err, providers.ErrTimeout) {
+		t.Fatalf("timeout: %+v", r)
+	}
+	assertNoneSurvived(t, p, id, "left", "sub", "late")
+}
