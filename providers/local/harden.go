@@ -119,13 +119,6 @@ func dropPrivileges() error {
 // work; nothing is limited yet.
 func applyResourceLimits(cfg *initConfig) error { return nil }
 
-// installSeccomp is where the seccomp filter goes: after the sandbox is
-// built and privileges are dropped, right before the user's command starts
-// (or the file operation runs). It must be installed on the thread that
-// forks the command (the init's main thread, locked in MaybeRunInit), or on
-// every thread with TSYNC. Hook for the isolation work; no filter yet.
-func installSeccomp(cfg *initConfig) error { return nil }
-
 // harden applies every restriction, in the only order that works: Landlock
 // needs no_new_privs (it sets it), the bounding set needs CAP_SETPCAP, and
 // seccomp comes last so that it may deny what the steps before it use.
