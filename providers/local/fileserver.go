@@ -73,7 +73,9 @@ const copyBuf = 256 << 10
 
 // serveRead streams a regular file to stdout after reporting that it opened.
 func serveRead(p string, rep *reporter) error {
-	f, err := os.Open(p)
+	// Non-blocking: opening a FIFO must not wait for a writer. Only
+	// regular files are read (a device such as /dev/zero never ends).
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
@@ -85,10 +87,16 @@ func serveRead(p string, rep *reporter) error {
 	if fi.IsDir() {
 		return &os.PathError{Op: "read", Path: p, Err: syscall.EISDIR}
 	}
+	if !fi.Mode().IsRegular() {
+		return &os.PathError{Op: "read", Path: p, Err: errNotRegular}
+	}
 	rep.send(statusMsg{Open: true})
 	_, err = io.CopyBuffer(os.Stdout, f, make([]byte, copyBuf))
 	return err
 }
+
+// errNotRegular refuses to read a FIFO, device or socket.
+var errNotRegular = fmt.Errorf("not a regular file: %w", fs.ErrInvalid)
 
 // committed waits for the host's verdict on the input stream.
 func committed(ctl *bufio.Reader) bool {

@@ -114,11 +114,6 @@ func dropPrivileges() error {
 	return nil
 }
 
-// applyResourceLimits is where rlimits (and cgroup placement, where the
-// host delegates one) are applied to the command. Hook for the isolation
-// work; nothing is limited yet.
-func applyResourceLimits(cfg *initConfig) error { return nil }
-
 // harden applies every restriction, in the only order that works: Landlock
 // needs no_new_privs (it sets it), the bounding set needs CAP_SETPCAP, and
 // seccomp comes last so that it may deny what the steps before it use.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -67,6 +68,7 @@ type proc struct {
 	slot    *os.File      // work directory lock
 	stdinW  *os.File      // host end of a stdin pipe the provider feeds
 	diag    *tailBuffer   // init's stderr when the caller gave none
+	cg      *cgroupSet    // the command's cgroups, removed after it ends
 }
 
 // launch starts an init for the sandbox in dir with cfg, which it completes
@@ -84,6 +86,8 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	cfg.Home = p.home
 	cfg.SharedNet = sharedNet
 	cfg.Links = p.links
+	cfg.Masks = p.masks
+	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"])
 	cfg.Layers = make([]mountLayer, len(p.layers))
 	work := slotDir(dir, slotN)
 	for i, l := range p.layers {
@@ -173,6 +177,20 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	}()
 	if err := <-started; err != nil {
 		return fail(startError(id, err))
+	}
+	if cfg.Mode == modeExec {
+		// The init waits for its configuration: it is in its cgroups
+		// before it starts anything.
+		cg, err := p.cg.enter(cmd.Process.Pid, id+"-"+strconv.Itoa(slotN), cfg.Resources)
+		if err != nil {
+			pr.kill()
+			for _, f := range childEnds {
+				f.Close()
+			}
+			pr.finish()
+			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+		}
+		pr.cg = cg
 	}
 	for _, f := range childEnds {
 		f.Close()
@@ -286,6 +304,7 @@ func (pr *proc) finish() (statusMsg, bool) {
 	}
 	<-pr.exited
 	pr.closeHost()
+	pr.cg.remove()
 	return last, got
 }
 

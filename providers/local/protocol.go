@@ -50,6 +50,11 @@ type initConfig struct {
 	// Masks are extra files hidden in the sandbox on top of the built-in
 	// list (see maskedFiles).
 	Masks []string `json:"masks,omitempty"`
+	// Limits are the command's rlimits and the sizes of its tmpfs mounts.
+	Limits limits `json:"limits"`
+	// Resources are the sandbox's requested limits; the host turns them
+	// into Limits and cgroups, the init never sees them.
+	Resources providers.Resources `json:"-"`
 
 	// Exec mode.
 	Argv []string `json:"argv,omitempty"`

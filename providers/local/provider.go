@@ -22,7 +22,7 @@ import (
 const Name = "local"
 
 // capabilities is what the provider supports; TTL is left to the engine.
-var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true}
+var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true}
 
 // Registration describes the provider to the registry.
 func Registration() providers.Registration {
@@ -56,6 +56,10 @@ type Provider struct {
 	// links are host top-level symlinks reproduced in the new root
 	// (merged-/usr systems: /bin -> usr/bin, ...).
 	links []link
+	// cg is what this host lets the provider do with cgroups.
+	cg cgroups
+	// masks are host paths hidden in every sandbox (see hostMasks).
+	masks []string
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -73,6 +77,8 @@ func New(cfg providers.Config) (*Provider, error) {
 	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid()}
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
+	p.cg = detectCgroups()
+	p.masks = hostMasks(p.layers, p.uid, os.Getenv("HOME"))
 	return p, nil
 }
 
@@ -110,11 +116,12 @@ func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
 
 // meta is the metadata file of one sandbox.
 type meta struct {
-	ID        string            `json:"id"`
-	CreatedAt time.Time         `json:"created_at"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	Network   providers.Network `json:"network"`
+	ID        string              `json:"id"`
+	CreatedAt time.Time           `json:"created_at"`
+	Labels    map[string]string   `json:"labels,omitempty"`
+	Env       map[string]string   `json:"env,omitempty"`
+	Network   providers.Network   `json:"network"`
+	Resources providers.Resources `json:"resources,omitempty"`
 }
 
 func (m meta) info() providers.Info {
@@ -179,6 +186,9 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if spec.Image != "" {
 		return providers.Info{}, providers.Errorf(providers.ErrUnsupported, Name, "create", "images are not supported (got %q): the sandbox is built from the host's system directories", spec.Image)
 	}
+	if err := p.cg.check(spec.Resources); err != nil {
+		return providers.Info{}, err
+	}
 	switch spec.Network {
 	case providers.NetworkDefault, providers.NetworkOn, providers.NetworkOff:
 	default:
@@ -206,6 +216,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		Labels:    maps.Clone(spec.Labels),
 		Env:       maps.Clone(spec.Env),
 		Network:   spec.Network,
+		Resources: spec.Resources,
 	}
 	if m.Network == providers.NetworkDefault {
 		m.Network = providers.NetworkOff

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -14,8 +15,8 @@ import (
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // maskedFiles are hidden in every sandbox: an empty, unreadable file is
-// bound over each one that exists. The isolation work adds the secret
-// masking of further paths through initConfig.Masks.
+// bound over each one that exists. The provider adds the host's secrets it
+// finds (see hostMasks) through initConfig.Masks.
 var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
 // maskSource is the empty file bound over masked files; it is created on the
@@ -73,7 +74,10 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, root, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
 		return mountErr("nosuid,nodev", err)
 	}
-	tmpfses := []struct{ dst, opts string }{{"/tmp", "mode=1777"}, {"/run", "mode=0755"}}
+	tmpfses := []struct{ dst, opts string }{
+		{"/tmp", tmpfsOpts("mode=1777", cfg.Limits.TmpSize)},
+		{"/run", tmpfsOpts("mode=0755", cfg.Limits.RunSize)},
+	}
 	for _, t := range tmpfses {
 		target := root + t.dst
 		if err := os.Mkdir(target, 0o755); err != nil {
@@ -91,7 +95,7 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return &setupError{err: mountErr("/proc", err), unavailable: errors.Is(err, unix.EPERM)}
 	}
-	if err := buildDev(root + "/dev"); err != nil {
+	if err := buildDev(root+"/dev", cfg.Limits.ShmSize); err != nil {
 		return err
 	}
 	if err := os.WriteFile(root+maskSource, nil, 0); err != nil {
@@ -162,7 +166,7 @@ func overlayEscape(p string) string {
 
 // buildDev creates a minimal /dev: a few host device nodes, a private devpts,
 // a /dev/shm tmpfs and the usual symlinks.
-func buildDev(dev string) error {
+func buildDev(dev string, shmSize uint64) error {
 	if err := os.Mkdir(dev, 0o755); err != nil {
 		return err
 	}
@@ -187,7 +191,7 @@ func buildDev(dev string) error {
 	if err := os.Mkdir(dev+"/shm", 0o1777); err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOpts("mode=1777", shmSize)); err != nil {
 		return mountErr("/dev/shm", err)
 	}
 	links := [][2]string{
@@ -217,18 +221,32 @@ func pivot(root string) error {
 }
 
 // applyMasks binds the empty mask file over every masked path that is a
-// regular file. It runs after the pivot, so a path the sandbox turned into a
-// symlink resolves inside the sandbox.
+// regular file, and an empty read-only tmpfs over every one that is a
+// directory. It runs after the pivot, so a path the sandbox replaced with a
+// symlink in its own layer is left alone: it no longer shows the host's
+// entry.
 func applyMasks(paths []string) error {
-	for _, p := range paths {
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.Mode().IsRegular() {
+	for i, p := range paths {
+		if slices.Contains(paths[:i], p) {
 			continue
 		}
-		if err := unix.Mount(maskSource, p, "", unix.MS_BIND, ""); err != nil {
-			return mountErr("mask over "+p, err)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
 		}
-		_ = unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+		switch {
+		case fi.Mode().IsRegular():
+			if err := unix.Mount(maskSource, p, "", unix.MS_BIND, ""); err != nil {
+				return mountErr("mask over "+p, err)
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return mountErr("read-only mask over "+p, err)
+			}
+		case isMaskableDir(fi):
+			if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, maskDirOpts); err != nil {
+				return mountErr("mask over "+p, err)
+			}
+		}
 	}
 	return os.Remove(maskSource)
 }
