@@ -33,7 +33,7 @@ var secretScanDirs = []string{
 // the host's users and the invoking user's HOME where they live under a
 // system directory (for example /var/lib/jenkins), and, for root, what the
 // host hides from other users in secretScanDirs.
-func hostMasks(layers []layer, uid int, home string) []string {
+func hostMasks(layers []layer, uid int, home, passwd string) []string {
 	under := func(p string) bool {
 		for _, l := range layers {
 			if strings.HasPrefix(p, "/"+l.Name+"/") {
@@ -64,7 +64,7 @@ func hostMasks(layers []layer, uid int, home string) []string {
 			add(p)
 		}
 	}
-	for _, u := range passwdHomes("/etc/passwd") {
+	for _, u := range passwdHomes(passwd) {
 		ownedHome(u.home, u.uid)
 	}
 	if home != "" {

@@ -78,7 +78,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
-	p.masks = hostMasks(p.layers, p.uid, os.Getenv("HOME"))
+	p.masks = hostMasks(p.layers, p.uid, os.Getenv("HOME"), "/etc/passwd")
 	return p, nil
 }
 
