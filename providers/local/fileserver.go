@@ -60,6 +60,9 @@ func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	default:
 		err = fmt.Errorf("unknown file operation %q: %w", req.Op, fs.ErrInvalid)
 	}
+	if cfg.Weak {
+		weakUnmap(cfg, &msg, err)
+	}
 	if err != nil {
 		rep.fail(err)
 		return 1

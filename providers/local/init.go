@@ -62,13 +62,20 @@ func runInit() int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	if err := buildRoot(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
-	}
-	if err := setupNetwork(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
+	if cfg.Weak {
+		if err := weakSetup(&cfg); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+	} else {
+		if err := buildRoot(&cfg); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+		if err := setupNetwork(&cfg); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
 	}
 	abi, err := harden(&cfg)
 	if err != nil {
@@ -162,6 +169,9 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		fmt.Fprintf(os.Stderr, "sandbox: %s: permission denied\n", cfg.Argv[0])
 		return exitWith(rep, code)
 	}
+	if cfg.Weak {
+		fmt.Fprint(os.Stderr, weakBanner)
+	}
 	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
 		Dir:   cwd,
 		Env:   cfg.Env,
@@ -176,7 +186,12 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", cfg.Argv[0], err)
 		return exitWith(rep, code)
 	}
-	return exitWith(rep, reap(pid))
+	status := reap(pid)
+	if cfg.Weak {
+		// No PID namespace ends with the init: end what is left.
+		killDescendants()
+	}
+	return exitWith(rep, status)
 }
 
 // exitWith reports the command's exit status and returns it.

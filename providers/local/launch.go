@@ -69,6 +69,7 @@ type proc struct {
 	stdinW  *os.File      // host end of a stdin pipe the provider feeds
 	diag    *tailBuffer   // init's stderr when the caller gave none
 	cg      *cgroupSet    // the command's cgroups, removed after it ends
+	weak    bool          // no namespaces: the init must be asked to clean up
 }
 
 // launch starts an init for the sandbox in dir with cfg, which it completes
@@ -85,6 +86,15 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	cfg.HomeSrc = filepath.Join(dir, homeDirName)
 	cfg.Home = p.home
 	cfg.SharedNet = sharedNet
+	if p.weak {
+		cfg.Weak = true
+		cfg.TmpSrc = filepath.Join(dir, "tmp", strconv.Itoa(slotN))
+		if cfg.Resources.Pids == 0 {
+			// Without a user namespace RLIMIT_NPROC counts all of
+			// the user's processes: only set it when asked to.
+			cfg.Limits.NProc = 0
+		}
+	}
 	cfg.Links = p.links
 	cfg.Masks = p.masks
 	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"])
@@ -99,7 +109,7 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 		return nil, fmt.Errorf("local: encode init configuration: %w", err)
 	}
 
-	pr := &proc{id: id, slot: slot, exited: make(chan struct{})}
+	pr := &proc{id: id, slot: slot, exited: make(chan struct{}), weak: p.weak}
 	var childEnds []*os.File
 	fail := func(err error) (*proc, error) {
 		for _, f := range childEnds {
@@ -136,7 +146,11 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 			Pdeathsig:                  syscall.SIGKILL,
 		},
 	}
-	if p.uid != 0 {
+	if p.weak {
+		// No namespaces. SIGTERM, not SIGKILL, when the CLI dies: the
+		// init kills what the command left behind (see weak.go).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	} else if p.uid != 0 {
 		// exec drops the capabilities of a non-root uid; the init needs
 		// these to mount, to configure loopback, to empty its bounding
 		// set, and DAC_OVERRIDE for overlayfs to clean the mode-000 work
@@ -210,7 +224,7 @@ func startError(id string, err error) error {
 	for _, e := range []error{unix.EPERM, unix.EACCES, unix.ENOSPC, unix.EUSERS, unix.EINVAL} {
 		if errors.Is(err, e) {
 			return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
-				Msg: "cannot create the sandbox's namespaces (" + err.Error() + "): " + usernsHint, Err: err}
+				Msg: "cannot create the sandbox's namespaces (" + err.Error() + "): " + usernsHint + weakHint, Err: err}
 		}
 	}
 	return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "start the sandbox init: " + err.Error(), Err: err}
@@ -244,10 +258,21 @@ func (pr *proc) closeHost() {
 }
 
 // kill ends the init with SIGKILL, and with it the whole PID namespace.
+// In the weak mode there is none: the init is asked first (SIGTERM) to
+// kill its descendants, and killed outright a little later.
 func (pr *proc) kill() {
-	if pr.cmd != nil && pr.cmd.Process != nil {
-		_ = pr.cmd.Process.Kill()
+	if pr.cmd == nil || pr.cmd.Process == nil {
+		return
 	}
+	if pr.weak {
+		_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-pr.exited:
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	_ = pr.cmd.Process.Kill()
 }
 
 // watch kills the init when ctx ends. abort, when set, is tried first: it
@@ -324,7 +349,7 @@ func (pr *proc) initDied() error {
 func setupErr(id string, m statusMsg) error {
 	msg := "build the sandbox: " + m.Err
 	if m.Kind == kindUnavailable {
-		msg += ": " + usernsHint
+		msg += ": " + usernsHint + weakHint
 	}
 	e := &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: msg}
 	if m.Errno != 0 {

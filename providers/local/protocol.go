@@ -52,6 +52,10 @@ type initConfig struct {
 	Masks []string `json:"masks,omitempty"`
 	// Limits are the command's rlimits and the sizes of its tmpfs mounts.
 	Limits limits `json:"limits"`
+	// Weak runs without namespaces (see weak.go); TmpSrc is then the
+	// host directory standing in for /tmp.
+	Weak   bool   `json:"weak,omitempty"`
+	TmpSrc string `json:"tmp_src,omitempty"`
 	// Resources are the sandbox's requested limits; the host turns them
 	// into Limits and cgroups, the init never sees them.
 	Resources providers.Resources `json:"-"`

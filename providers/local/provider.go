@@ -60,6 +60,8 @@ type Provider struct {
 	cg cgroups
 	// masks are host paths hidden in every sandbox (see hostMasks).
 	masks []string
+	// weak runs commands without namespaces (see weak.go), by request.
+	weak bool
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -74,7 +76,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: create state directory: %w", err)
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid()}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), weak: cfg.Lookup(weakEnvVar) == "1"}
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
@@ -122,6 +124,8 @@ type meta struct {
 	Env       map[string]string   `json:"env,omitempty"`
 	Network   providers.Network   `json:"network"`
 	Resources providers.Resources `json:"resources,omitempty"`
+	// Weak records that the sandbox was used in the weak mode.
+	Weak bool `json:"weak,omitempty"`
 }
 
 func (m meta) info() providers.Info {
@@ -136,7 +140,26 @@ func (m meta) info() providers.Info {
 		Labels:    labels,
 		CreatedAt: m.CreatedAt,
 		Network:   m.Network,
+		Isolation: m.isolation(),
 	}
+}
+
+// isolation names the weak mode when the sandbox was created in it.
+func (m meta) isolation() string {
+	if m.Weak {
+		return isolationWeak
+	}
+	return ""
+}
+
+// info describes a sandbox as this provider runs it: a sandbox used in the
+// weak mode is labelled so, whatever mode created it.
+func (p *Provider) info(m meta) providers.Info {
+	info := m.info()
+	if p.weak {
+		info.Isolation = isolationWeak
+	}
+	return info
 }
 
 // Paths inside one sandbox directory.
@@ -186,6 +209,14 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if spec.Image != "" {
 		return providers.Info{}, providers.Errorf(providers.ErrUnsupported, Name, "create", "images are not supported (got %q): the sandbox is built from the host's system directories", spec.Image)
 	}
+	if !p.weak {
+		if err := usernsOff(p.uid); err != nil {
+			return providers.Info{}, &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "create", Msg: err.Error()}
+		}
+	}
+	if p.weak && p.uid == 0 {
+		return providers.Info{}, providers.Errorf(providers.ErrUnavailable, Name, "create", "%s=1 (the weak mode) is only for unprivileged users: without a user namespace root would read every file of the host; enable user namespaces instead", weakEnvVar)
+	}
 	if err := p.cg.check(spec.Resources); err != nil {
 		return providers.Info{}, err
 	}
@@ -217,6 +248,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		Env:       maps.Clone(spec.Env),
 		Network:   spec.Network,
 		Resources: spec.Resources,
+		Weak:      p.weak,
 	}
 	if m.Network == providers.NetworkDefault {
 		m.Network = providers.NetworkOff
@@ -229,7 +261,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		_ = removeTree(dir)
 		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
 	}
-	return m.info(), nil
+	return p.info(m), nil
 }
 
 // populate creates the directory skeleton of a new sandbox.
@@ -292,7 +324,7 @@ func (p *Provider) Get(ctx context.Context, id string) (providers.Info, error) {
 	if err != nil {
 		return providers.Info{}, err
 	}
-	return m.info(), nil
+	return p.info(m), nil
 }
 
 // List returns the sandboxes whose labels match filter, oldest first.
@@ -315,7 +347,7 @@ func (p *Provider) List(ctx context.Context, filter providers.Filter) ([]provide
 			continue
 		}
 		if filter.Matches(m.Labels) {
-			out = append(out, m.info())
+			out = append(out, p.info(m))
 		}
 	}
 	slices.SortFunc(out, func(a, b providers.Info) int {

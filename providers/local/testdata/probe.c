@@ -217,6 +217,33 @@ int main(int argc, char **argv) {
 		for (int i = 0; i < got; i++) { kill(pids[i], SIGKILL); waitpid(pids[i], 0, 0); }
 		return 0;
 	}
+	if (!strcmp(op, "nouserns") && argc > 2) {
+		/* Run ARGS with user namespaces turned off: in a user namespace
+		 * of its own (mapping the caller's ids to themselves), set that
+		 * namespace's user.max_user_namespaces to 0, then exec. The
+		 * limit binds everything inside, and the machine's own setting
+		 * never changes. */
+		uid_t uid = getuid();
+		gid_t gid = getgid();
+		char map[64];
+		if (unshare(CLONE_NEWUSER) < 0) { perror("unshare"); return 1; }
+		int fd = open("/proc/self/setgroups", O_WRONLY);
+		if (fd >= 0) { write(fd, "deny", 4); close(fd); }
+		snprintf(map, sizeof map, "%d %d 1", uid, uid);
+		fd = open("/proc/self/uid_map", O_WRONLY);
+		if (fd < 0 || write(fd, map, strlen(map)) < 0) { perror("uid_map"); return 1; }
+		close(fd);
+		snprintf(map, sizeof map, "%d %d 1", gid, gid);
+		fd = open("/proc/self/gid_map", O_WRONLY);
+		if (fd < 0 || write(fd, map, strlen(map)) < 0) { perror("gid_map"); return 1; }
+		close(fd);
+		fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY);
+		if (fd < 0 || write(fd, "0", 1) < 0) { perror("max_user_namespaces"); return 1; }
+		close(fd);
+		execvp(argv[2], argv + 2);
+		perror("exec");
+		return 127;
+	}
 	fprintf(stderr, "probe: unknown op %s\n", op);
 	return 2;
 }
