@@ -677,7 +677,7 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 	// A real fork bomb, ended by a timeout; meanwhile the host forks.
 	bomb := make(chan result, 1)
 	go func() {
-		bomb <- e.runRow(t, info.ID, tok, `bomb() { bomb | bomb & }; bomb; sleep 30`, func(r *providers.ExecRequest) { r.Timeout = 4 * time.Second })
+		bomb <- e.runRow(t, info.ID, tok, `bomb() { bomb | bomb & }; bomb; exec sleep 30`, func(r *providers.ExecRequest) { r.Timeout = 4 * time.Second })
 	}()
 	time.Sleep(time.Second)
 	if out, err := exec.Command("sh", "-c", "echo responsive").Output(); err != nil || string(out) != "responsive\n" {

@@ -186,7 +186,12 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", cfg.Argv[0], err)
 		return exitWith(rep, code)
 	}
-	status := reap(pid)
+	var status int
+	if cfg.Weak {
+		status = reapWeak(pid, cfg.stop)
+	} else {
+		status = reap(pid)
+	}
 	if cfg.Weak {
 		// No PID namespace ends with the init: end what is left.
 		killDescendants()

@@ -56,6 +56,8 @@ type initConfig struct {
 	// host directory standing in for /tmp.
 	Weak   bool   `json:"weak,omitempty"`
 	TmpSrc string `json:"tmp_src,omitempty"`
+	// stop is closed when the weak-mode init is asked to end (init only).
+	stop chan struct{}
 	// Resources are the sandbox's requested limits; the host turns them
 	// into Limits and cgroups, the init never sees them.
 	Resources providers.Resources `json:"-"`

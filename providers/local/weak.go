@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	"golang.org/x/sys/unix"
@@ -114,14 +115,44 @@ func weakSetup(cfg *initConfig) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("subreaper: %w", err)
 	}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	cfg.stop = make(chan struct{})
 	go func() {
-		<-stop
-		killDescendants()
-		os.Exit(137)
+		<-sig
+		close(cfg.stop)
 	}()
 	return nil
+}
+
+// reapWeak is reap for the weak mode: it polls, so that the init's main
+// thread, the only one allowed to signal the command (Landlock scopes
+// signals per thread's domain, and each thread got its own), can also
+// notice a request to stop and kill everything itself.
+func reapWeak(pid int, stop <-chan struct{}) int {
+	for {
+		select {
+		case <-stop:
+			killDescendants()
+			os.Exit(128 + int(syscall.SIGKILL))
+		default:
+		}
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 125
+		case got == pid && ws.Exited():
+			return ws.ExitStatus()
+		case got == pid && ws.Signaled():
+			return 128 + int(ws.Signal())
+		case got > 0:
+			continue // an adopted orphan
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // weakUnmap turns the host paths of a file operation's answer, or of its
@@ -168,10 +199,12 @@ func weakLandlockRules(cfg *initConfig) []landlock.Rule {
 
 // killDescendants kills every process the init adopted or started, until
 // none is left. As subreaper the init inherits every orphan, so a daemon
-// that double-forked or called setsid is still its descendant.
+// that double-forked or called setsid is still its descendant: each killed
+// child is waited for, by which time its own children have been handed to
+// the init, and the next round finds them.
 func killDescendants() {
 	self := os.Getpid()
-	for range 100 {
+	for range 1000 {
 		kids := childrenOf(self)
 		if len(kids) == 0 {
 			return
@@ -179,14 +212,15 @@ func killDescendants() {
 		for _, pid := range kids {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
-		for {
+		for _, pid := range kids {
 			var ws unix.WaitStatus
-			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
+			for {
+				_, err := unix.Wait4(pid, &ws, 0, nil)
+				if err != unix.EINTR {
+					break // reaped, or reaped by the init's main loop
+				}
 			}
 		}
-		// Orphans of the killed reparent to us: look again.
 	}
 }
 

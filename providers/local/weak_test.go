@@ -84,10 +84,16 @@ func TestWeakMode(t *testing.T) {
 		t.Error("read /etc/shadow in the weak mode")
 	}
 	// A timeout ends the command and what it started.
-	r = run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /dev/null; touch "+workspaceFile(p, id, "late")+"' >/dev/null 2>&1 & sleep 30",
+	start := time.Now()
+	// (Paths are the host's here, so the loop waits on the host path.)
+	hostWait := "while [ ! -e " + workspaceFile(p, id, "go") + " ]; do sleep 0.05; done"
+	r = run(t, p, id, "setsid sh -c '"+hostWait+"; touch "+workspaceFile(p, id, "late")+"' >/dev/null 2>&1 & sleep 30",
 		func(r *providers.ExecRequest) { r.Timeout = time.Second })
 	if !errors.Is(r.err, providers.ErrTimeout) {
 		t.Fatalf("timeout in the weak mode: %v", r.err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the timed-out exec returned after %v: something kept its output open", d)
 	}
 	if err := os.WriteFile(workspaceFile(p, id, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
