@@ -810,7 +810,7 @@ func TestEscapeUnprivileged(t *testing.T) {
 		t.Log("already unprivileged: TestEscape itself is the unprivileged run")
 		return
 	}
-	runUnprivileged(t, "^(TestEscape|TestHostSecretsInvisible|TestEscapeOracleBwrap|TestWeakMode)$")
+	runUnprivileged(t, "^(TestEscape|TestHostSecretsInvisible|TestEscapeOracleBwrap|TestWeakMode|TestInstallsPersist)$")
 }
 
 // unprivUID is the unprivileged user the root run switches to.
