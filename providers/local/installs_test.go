@@ -62,7 +62,6 @@ func buildWheel(t *testing.T, dir, name, value string) string {
 	return path
 }
 
-
 // buildDeb builds a Debian package that installs /usr/bin/<name>.
 func buildDeb(t *testing.T, dir, name, value string) string {
 	t.Helper()
