@@ -307,21 +307,42 @@ func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSe
 	return set, nil
 }
 
-// remove deletes the cgroups once their processes are gone; the kernel
-// may still be tearing the PID namespace down, so it retries briefly and
-// leaves an emptied cgroup behind rather than block (the next command
-// with the same name reuses it).
+// remove deletes the cgroups. It is only used when entering them failed:
+// a command's cgroups stay after it ends and are reused by the next command
+// in the same slot (creating and removing cgroups on every command cost
+// more than the command), until the sandbox is deleted (removeSandbox).
 func (s *cgroupSet) remove() {
 	if s == nil {
 		return
 	}
 	for _, d := range s.dirs {
-		for range 50 {
-			err := unix.Rmdir(d)
-			if err == nil || !errors.Is(err, unix.EBUSY) {
-				break
+		_ = unix.Rmdir(d)
+	}
+}
+
+// removeSandbox deletes the cgroups left by the commands of sandbox id.
+// Its processes are gone (the PID namespace ends with each command), but
+// the kernel may take a moment to release a cgroup: it retries briefly.
+func (c cgroups) removeSandbox(id string) {
+	var pattern []string
+	switch c.kind {
+	case cgroupV1:
+		for _, ctl := range cgroupControllers {
+			pattern = append(pattern, filepath.Join(c.root, ctl, cgroupParent, id+"-*"))
+		}
+	case cgroupV2:
+		pattern = append(pattern, filepath.Join(c.v2Parent, cgroupParent+"-"+id+"-*"))
+	}
+	for _, p := range pattern {
+		dirs, _ := filepath.Glob(p)
+		for _, d := range dirs {
+			for range 50 {
+				err := unix.Rmdir(d)
+				if err == nil || !errors.Is(err, unix.EBUSY) {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
 			}
-			time.Sleep(2 * time.Millisecond)
 		}
 	}
 }

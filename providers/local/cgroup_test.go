@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -157,5 +158,40 @@ func TestLimitsFor(t *testing.T) {
 	}
 	if got := tmpfsOpts("mode=1777", 4096); got != "mode=1777,size=4096" {
 		t.Errorf("tmpfsOpts = %q", got)
+	}
+}
+
+// TestCgroupsReal checks, where this process may manage cgroups (root in
+// CI), that a command runs in its sandbox's cgroup with the limits asked
+// for, and that deleting the sandbox removes its cgroups.
+func TestCgroupsReal(t *testing.T) {
+	p := newTestProvider(t)
+	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
+		t.Logf("no cgroup this user may manage (%s): RLIMIT_NPROC bounds the sandbox, see TestEscape/25", p.cg.describe())
+		return
+	}
+	info, err := p.Create(context.Background(), providers.Spec{Resources: providers.Resources{Pids: 77}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mustRun(t, p, info.ID, "cat /proc/self/cgroup")
+	if !strings.Contains(got, info.ID+"-0") {
+		t.Errorf("/proc/self/cgroup in the sandbox:\n%s\nwant the sandbox's own cgroup", got)
+	}
+	var pattern string
+	if p.cg.kind == cgroupV1 {
+		pattern = filepath.Join(p.cg.root, "pids", cgroupParent, info.ID+"-*")
+	} else {
+		pattern = filepath.Join(p.cg.v2Parent, cgroupParent+"-"+info.ID+"-*")
+	}
+	dirs, _ := filepath.Glob(pattern)
+	if len(dirs) != 1 || readCg(t, filepath.Join(dirs[0], "pids.max")) != "77\n" {
+		t.Errorf("cgroups %v, want one with pids.max 77", dirs)
+	}
+	if err := p.Delete(context.Background(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _ := filepath.Glob(pattern); len(dirs) != 0 {
+		t.Errorf("deleting the sandbox left its cgroups: %v", dirs)
 	}
 }

@@ -68,7 +68,6 @@ type proc struct {
 	slot    *os.File      // work directory lock
 	stdinW  *os.File      // host end of a stdin pipe the provider feeds
 	diag    *tailBuffer   // init's stderr when the caller gave none
-	cg      *cgroupSet    // the command's cgroups, removed after it ends
 	weak    bool          // no namespaces: the init must be asked to clean up
 }
 
@@ -195,8 +194,7 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	if cfg.Mode == modeExec {
 		// The init waits for its configuration: it is in its cgroups
 		// before it starts anything.
-		cg, err := p.cg.enter(cmd.Process.Pid, id+"-"+strconv.Itoa(slotN), cfg.Resources)
-		if err != nil {
+		if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
 			pr.kill()
 			for _, f := range childEnds {
 				f.Close()
@@ -204,7 +202,6 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 			pr.finish()
 			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 		}
-		pr.cg = cg
 	}
 	for _, f := range childEnds {
 		f.Close()
@@ -329,7 +326,6 @@ func (pr *proc) finish() (statusMsg, bool) {
 	}
 	<-pr.exited
 	pr.closeHost()
-	pr.cg.remove()
 	return last, got
 }
 

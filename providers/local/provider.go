@@ -387,5 +387,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if err := removeTree(dir); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
+	p.cg.removeSandbox(id)
 	return nil
 }
