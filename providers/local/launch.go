@@ -85,18 +85,8 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 	cfg.HomeSrc = filepath.Join(dir, homeDirName)
 	cfg.Home = p.home
 	cfg.SharedNet = sharedNet
-	if p.weak {
-		cfg.Weak = true
-		cfg.TmpSrc = filepath.Join(dir, "tmp", strconv.Itoa(slotN))
-		if cfg.Resources.Pids == 0 {
-			// Without a user namespace RLIMIT_NPROC counts all of
-			// the user's processes: only set it when asked to.
-			cfg.Limits.NProc = 0
-		}
-	}
 	cfg.Links = p.links
-	cfg.Masks = p.masks
-	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"])
+	p.isolation(cfg, dir, slotN)
 	cfg.Layers = make([]mountLayer, len(p.layers))
 	work := slotDir(dir, slotN)
 	for i, l := range p.layers {

@@ -2,6 +2,7 @@ package local
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -140,4 +141,20 @@ func applyResourceLimits(cfg *initConfig) error {
 		}
 	}
 	return nil
+}
+
+// isolation completes cfg with what the isolation adds for one command:
+// the secret masks, the limits, and the weak mode's settings.
+func (p *Provider) isolation(cfg *initConfig, dir string, slot int) {
+	cfg.Masks = p.masks
+	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"])
+	if p.weak {
+		cfg.Weak = true
+		cfg.TmpSrc = filepath.Join(dir, "tmp", strconv.Itoa(slot))
+		if cfg.Resources.Pids == 0 {
+			// Without a user namespace RLIMIT_NPROC counts all of
+			// the user's processes: only set it when asked to.
+			cfg.Limits.NProc = 0
+		}
+	}
 }

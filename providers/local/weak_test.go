@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -67,6 +69,19 @@ func TestWeakMode(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if _, err := os.Lstat(workspaceFile(p, id, "survivor")); err == nil {
 		t.Error("a setsid'd child outlived the command in the weak mode")
+	}
+	// RLIMIT_NPROC would count the user's host processes here: it is
+	// left alone unless asked for.
+	var host unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &host); err != nil {
+		t.Fatal(err)
+	}
+	wantU := "unlimited\n"
+	if host.Cur != unix.RLIM_INFINITY {
+		wantU = strconv.FormatUint(host.Cur, 10) + "\n"
+	}
+	if got := mustRun(t, p, id, "bash -c 'ulimit -u'"); got != wantU {
+		t.Errorf("ulimit -u in the weak mode = %q, want the host's %q", got, wantU)
 	}
 	// File operations take sandbox paths and answer with them.
 	writeString(t, p, id, "/workspace/sub/a.txt", "hello")
