@@ -18,9 +18,13 @@ import (
 //     namespace, and every command has its own, so the limit bounds the
 //     sandbox and not the user's other processes. The kernel never applies
 //     it to the host's root user, so for root the pids cgroup does the work.
-//   - memory: a cgroup limit where available; otherwise RLIMIT_DATA bounds
-//     each process (not their sum). The tmpfs mounts (/tmp, /dev/shm, /run)
-//     have sizes, so they cannot eat the host's memory either.
+//   - memory: a cgroup limit for the whole sandbox with --memory where
+//     available. Always a soft RLIMIT_DATA of ¾ of the host's memory per
+//     process: it stops a runaway program, but its hard limit stays open,
+//     because sanitizer builds (ASAN reserves terabytes of shadow memory)
+//     must be able to lift it; the kernel's OOM killer remains the backstop
+//     without a cgroup. The tmpfs mounts (/tmp, /dev/shm, /run) have sizes,
+//     so they cannot eat the host's memory either.
 //   - disk: RLIMIT_FSIZE caps one file at half the free space of the
 //     filesystem holding the sandbox (measured when the command starts);
 //     the writable layer and workspace share the host's disk and have no
@@ -43,6 +47,8 @@ const (
 type limits struct {
 	NProc    uint64 `json:"nproc,omitempty"`
 	Data     uint64 `json:"data,omitempty"`
+	// DataSoft leaves the hard RLIMIT_DATA as it is (see above).
+	DataSoft bool `json:"data_soft,omitempty"`
 	FSize    uint64 `json:"fsize,omitempty"`
 	TmpSize  uint64 `json:"tmp_size,omitempty"`
 	ShmSize  uint64 `json:"shm_size,omitempty"`
@@ -82,6 +88,7 @@ func limitsFor(dir string, res providers.Resources, cgroupMemory bool) limits {
 			l.Data = mem
 		} else {
 			l.Data = uint64(float64(mem) * defaultDataShare)
+			l.DataSoft = true
 		}
 	}
 	var st unix.Statfs_t
@@ -108,21 +115,19 @@ func applyResourceLimits(cfg *initConfig) error {
 	if l.Disabled {
 		return nil
 	}
-	set := []struct {
+	type rlimit struct {
 		res  int
 		val  uint64
 		name string
-	}{
-		{unix.RLIMIT_NPROC, l.NProc, "processes"},
-		{unix.RLIMIT_DATA, l.Data, "memory"},
-		{unix.RLIMIT_FSIZE, l.FSize, "file size"},
+		soft bool
+	}
+	set := []rlimit{
+		{unix.RLIMIT_NPROC, l.NProc, "processes", false},
+		{unix.RLIMIT_DATA, l.Data, "memory", l.DataSoft},
+		{unix.RLIMIT_FSIZE, l.FSize, "file size", false},
 	}
 	if l.NoCores {
-		set = append(set, struct {
-			res  int
-			val  uint64
-			name string
-		}{unix.RLIMIT_CORE, 0, "core dumps"})
+		set = append(set, rlimit{unix.RLIMIT_CORE, 0, "core dumps", false})
 	}
 	for _, s := range set {
 		if s.val == 0 && s.res != unix.RLIMIT_CORE {
@@ -136,7 +141,11 @@ func applyResourceLimits(cfg *initConfig) error {
 		if cur.Max != unix.RLIM_INFINITY && cur.Max < v {
 			v = cur.Max // never raise what the host already limits
 		}
-		if err := unix.Setrlimit(s.res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+		lim := unix.Rlimit{Cur: v, Max: v}
+		if s.soft {
+			lim.Max = cur.Max
+		}
+		if err := unix.Setrlimit(s.res, &lim); err != nil {
 			return fmt.Errorf("limit %s: %w", s.name, err)
 		}
 	}
