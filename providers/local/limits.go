@@ -45,10 +45,10 @@ const (
 // command and the sizes of its tmpfs mounts. Zero means unlimited (or the
 // kernel's default size).
 type limits struct {
-	NProc    uint64 `json:"nproc,omitempty"`
-	Data     uint64 `json:"data,omitempty"`
+	NProc uint64 `json:"nproc,omitempty"`
+	Data  uint64 `json:"data,omitempty"`
 	// DataSoft leaves the hard RLIMIT_DATA as it is (see above).
-	DataSoft bool `json:"data_soft,omitempty"`
+	DataSoft bool   `json:"data_soft,omitempty"`
 	FSize    uint64 `json:"fsize,omitempty"`
 	TmpSize  uint64 `json:"tmp_size,omitempty"`
 	ShmSize  uint64 `json:"shm_size,omitempty"`
