@@ -54,7 +54,6 @@ type limits struct {
 	ShmSize  uint64 `json:"shm_size,omitempty"`
 	RunSize  uint64 `json:"run_size,omitempty"`
 	NoCores  bool   `json:"no_cores,omitempty"`
-	Disabled bool   `json:"disabled,omitempty"`
 }
 
 // hostMemory is the host's physical memory in bytes (0 if unknown).
@@ -112,9 +111,6 @@ func tmpfsOpts(opts string, size uint64) string {
 // init after the sandbox is built, so the init's own setup is never limited.
 func applyResourceLimits(cfg *initConfig) error {
 	l := cfg.Limits
-	if l.Disabled {
-		return nil
-	}
 	type rlimit struct {
 		res  int
 		val  uint64
