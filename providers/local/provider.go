@@ -62,6 +62,8 @@ type Provider struct {
 	masks []string
 	// weak runs commands without namespaces (see weak.go), by request.
 	weak bool
+	// probeOnCreate makes Create try a command first (see probe.go).
+	probeOnCreate bool
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -81,6 +83,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
 	p.masks = hostMasks(p.layers, p.uid, os.Getenv("HOME"), "/etc/passwd")
+	p.probeOnCreate = needsProbe(p.uid, p.weak, apparmorUserns)
 	return p, nil
 }
 
@@ -256,6 +259,12 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if err := p.populate(dir); err != nil {
 		_ = removeTree(dir)
 		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
+	}
+	if p.probeOnCreate {
+		if err := p.probe(dir, id); err != nil {
+			_ = removeTree(dir)
+			return providers.Info{}, err
+		}
 	}
 	if err := writeJSONAtomic(filepath.Join(dir, metaFile), m); err != nil {
 		_ = removeTree(dir)
