@@ -28,7 +28,7 @@ var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: tr
 func Registration() providers.Registration {
 	return providers.Registration{
 		Name:         Name,
-		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock; no daemon",
+		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock, seccomp, limits; no daemon",
 		Capabilities: capabilities,
 		New: func(cfg providers.Config) (providers.Provider, error) {
 			return New(cfg)
