@@ -242,7 +242,7 @@ func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSe
 			pids = defaultPids
 		}
 	}
-	type file struct{ ctl, name, val string }
+	type file = cgroupFile
 	var files []file
 	if c.controllers["pids"] && pids > 0 {
 		files = append(files, file{"pids", "pids.max", strconv.Itoa(pids)})
@@ -269,6 +269,21 @@ func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSe
 	if err := c.enableDelegated(); err != nil {
 		return nil, err
 	}
+	// Another process deleting a sandbox removes idle cgroups (see
+	// removeSandbox): one that vanishes between mkdir and use is made again.
+	for attempt := 0; ; attempt++ {
+		set, err := c.place(pid, name, files)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == 2 {
+			return set, err
+		}
+	}
+}
+
+// cgroupFile is one limit to write.
+type cgroupFile struct{ ctl, name, val string }
+
+// place creates the cgroups of name, writes files and moves pid in.
+func (c cgroups) place(pid int, name string, files []cgroupFile) (*cgroupSet, error) {
 	set := &cgroupSet{}
 	dirOf := func(ctl string) (string, error) {
 		var d string
@@ -323,17 +338,24 @@ func (s *cgroupSet) remove() {
 // removeSandbox deletes the cgroups left by the commands of sandbox id.
 // Its processes are gone (the PID namespace ends with each command), but
 // the kernel may take a moment to release a cgroup: it retries briefly.
+// It then removes every other empty one: a sandbox deleted while its last
+// command was still being torn down, or removed by hand, left its cgroups
+// behind. The kernel refuses to remove a cgroup in use, and an idle one of
+// a live sandbox is simply made again by its next command.
 func (c cgroups) removeSandbox(id string) {
-	var pattern []string
+	var mine, all []string
 	switch c.kind {
 	case cgroupV1:
 		for _, ctl := range cgroupControllers {
-			pattern = append(pattern, filepath.Join(c.root, ctl, cgroupParent, id+"-*"))
+			dir := filepath.Join(c.root, ctl, cgroupParent)
+			mine = append(mine, filepath.Join(dir, id+"-*"))
+			all = append(all, filepath.Join(dir, "sb-*"))
 		}
 	case cgroupV2:
-		pattern = append(pattern, filepath.Join(c.v2Parent, cgroupParent+"-"+id+"-*"))
+		mine = append(mine, filepath.Join(c.v2Parent, cgroupParent+"-"+id+"-*"))
+		all = append(all, filepath.Join(c.v2Parent, cgroupParent+"-sb-*"))
 	}
-	for _, p := range pattern {
+	for _, p := range mine {
 		dirs, _ := filepath.Glob(p)
 		for _, d := range dirs {
 			for range 50 {
@@ -343,6 +365,12 @@ func (c cgroups) removeSandbox(id string) {
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
+		}
+	}
+	for _, p := range all {
+		dirs, _ := filepath.Glob(p)
+		for _, d := range dirs {
+			_ = unix.Rmdir(d)
 		}
 	}
 }

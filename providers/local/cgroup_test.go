@@ -188,10 +188,19 @@ func TestCgroupsReal(t *testing.T) {
 	if len(dirs) != 1 || readCg(t, filepath.Join(dirs[0], "pids.max")) != "77\n" {
 		t.Errorf("cgroups %v, want one with pids.max 77", dirs)
 	}
+	// An empty cgroup of a sandbox that no longer exists goes too.
+	stale := filepath.Join(filepath.Dir(dirs[0]), strings.Replace(filepath.Base(dirs[0]), info.ID, "sb-zzzzzzzzzz", 1))
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.Delete(context.Background(), info.ID); err != nil {
 		t.Fatal(err)
 	}
 	if dirs, _ := filepath.Glob(pattern); len(dirs) != 0 {
 		t.Errorf("deleting the sandbox left its cgroups: %v", dirs)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("a stale empty cgroup survived a delete: %s", stale)
+		os.Remove(stale)
 	}
 }
