@@ -2,6 +2,8 @@ package local
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -146,4 +148,59 @@ const maskDirOpts = "mode=000,size=4k,nr_inodes=1"
 // the sandbox replaced the host's entry with something of its own).
 func isMaskableDir(fi fs.FileInfo) bool {
 	return fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0
+}
+
+// maskCacheFile is where a provider keeps the masks it computed, so that
+// every CLI run does not scan the host again (the scan costs about a
+// millisecond for root).
+const maskCacheFile = "masks-cache.json"
+
+// maskCache is the cached list and what it was computed from.
+type maskCache struct {
+	Key   string   `json:"key"`
+	Masks []string `json:"masks"`
+}
+
+// cachedMasks returns compute's result, cached in file under a key made of
+// extra and the modification times of keyPaths: adding, removing or
+// renaming an entry of a scanned directory, or editing the passwd file,
+// changes the key. (A chmod of an existing entry does not; the next change
+// of its directory, or deleting the cache, picks it up.)
+func cachedMasks(file, extra string, keyPaths []string, compute func() []string) []string {
+	var key strings.Builder
+	key.WriteString(extra)
+	for _, p := range keyPaths {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err == nil {
+			fmt.Fprintf(&key, "|%s:%d.%d:%d", p, st.Mtim.Sec, st.Mtim.Nsec, st.Ino)
+		} else {
+			fmt.Fprintf(&key, "|%s:-", p)
+		}
+	}
+	if b, err := os.ReadFile(file); err == nil {
+		var c maskCache
+		if json.Unmarshal(b, &c) == nil && c.Key == key.String() {
+			return c.Masks
+		}
+	}
+	masks := compute()
+	_ = writeJSONAtomic(file, maskCache{Key: key.String(), Masks: masks})
+	return masks
+}
+
+// providerMasks is hostMasks for this provider, through the cache in its
+// state directory.
+func providerMasks(stateDir string, layers []layer, uid int, home string) []string {
+	const passwd = "/etc/passwd"
+	keyPaths := []string{passwd}
+	if home != "" {
+		keyPaths = append(keyPaths, home)
+	}
+	if uid == 0 {
+		keyPaths = append(keyPaths, secretScanDirs...)
+	}
+	extra := fmt.Sprintf("uid=%d home=%s", uid, home)
+	return cachedMasks(filepath.Join(stateDir, maskCacheFile), extra, keyPaths, func() []string {
+		return hostMasks(layers, uid, home, passwd)
+	})
 }

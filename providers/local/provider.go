@@ -82,7 +82,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
-	p.masks = hostMasks(p.layers, p.uid, os.Getenv("HOME"), "/etc/passwd")
+	p.masks = providerMasks(dir, p.layers, p.uid, os.Getenv("HOME"))
 	p.probeOnCreate = needsProbe(p.uid, p.weak, apparmorUserns)
 	return p, nil
 }

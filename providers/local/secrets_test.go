@@ -236,3 +236,38 @@ func TestHostMasks(t *testing.T) {
 		t.Errorf("unreadableEntries = %v, want %v", got, want)
 	}
 }
+
+func TestCachedMasks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	scan := filepath.Join(dir, "scan")
+	if err := os.Mkdir(scan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, maskCacheFile)
+	calls := 0
+	compute := func() []string { calls++; return []string{"/m" + strconv.Itoa(calls)} }
+	get := func(extra string) []string { return cachedMasks(cache, extra, []string{scan}, compute) }
+	first := get("uid=0")
+	if again := get("uid=0"); calls != 1 || !slices.Equal(again, first) {
+		t.Fatalf("second call computed again (%d) or differs: %v vs %v", calls, again, first)
+	}
+	// A new entry in a scanned directory is noticed.
+	plantFile(t, filepath.Join(scan, "new-secret"), "x", 0o600)
+	if got := get("uid=0"); calls != 2 || slices.Equal(got, first) {
+		t.Errorf("a new entry did not recompute: calls %d, %v", calls, got)
+	}
+	// So is a different user or HOME.
+	get("uid=1000")
+	if calls != 3 {
+		t.Errorf("another key did not recompute: calls %d", calls)
+	}
+	// A damaged cache is recomputed.
+	if err := os.WriteFile(cache, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	get("uid=1000")
+	if calls != 4 {
+		t.Errorf("a damaged cache was used: calls %d", calls)
+	}
+}
