@@ -306,8 +306,30 @@ func escapeCases() []escapeCase {
 			shell: denyShell(`mknod /workspace/n$T c 1 3`) + `; cp /bin/cat /workspace/c$T && chmod 4755 /workspace/c$T && /workspace/c$T /proc/self/status | grep -E '^(Uid|CapEff)' | awk '{print $1, ($1 == "Uid:") ? $3 : $2}'; id -u`,
 			want:  "denied\nUid: " + strconv.Itoa(os.Getuid()) + "\nCapEff: 0000000000000000\n" + strconv.Itoa(os.Getuid()) + "\n"},
 		{id: 8, name: "read-hidden",
-			shell: `for f in /etc/shadow /etc/gshadow $S; do if cat $f 2>/dev/null | grep -q .; then echo "read $f"; fi; done; echo done`,
-			want:  "done\n"},
+			// Root reads its own copies of the shadow files, with no
+			// password hash in them (see shadowCopies).
+			shell: `for f in $S; do if cat $f 2>/dev/null | grep -q .; then echo "read $f"; fi; done; for f in /etc/shadow /etc/gshadow; do awk -F: '$2 != "*" {print FILENAME ": " $1}' $f 2>/dev/null; done; echo done`,
+			want:  "done\n",
+			check: func(t *testing.T, e *escapeEnv, id, tok string) {
+				if !e.root {
+					return
+				}
+				// Root's copy lists the host's users and groups.
+				for _, f := range []string{"/etc/shadow", "/etc/gshadow"} {
+					host, err := os.ReadFile(f)
+					if err != nil {
+						continue
+					}
+					r := e.runRow(t, id, tok, "cut -d: -f1 "+f)
+					var names []string
+					for _, l := range strings.Split(strings.TrimSpace(string(host)), "\n") {
+						names = append(names, strings.Split(l, ":")[0])
+					}
+					if r.stdout != strings.Join(names, "\n")+"\n" {
+						t.Errorf("root's %s lists %q, the host's %q", f, r.stdout, names)
+					}
+				}
+			}},
 		{id: 9, name: "workspace-metadata",
 			// Chosen differently: the workspace is the sandbox's own
 			// copy (uploaded into it), not the user's checkout, so
@@ -315,9 +337,12 @@ func escapeCases() []escapeCase {
 			// host's own files stay untouched (watched).
 			shell: `mkdir -p /workspace/.git/hooks && echo x > /workspace/.git/hooks/pre-commit && echo x > /workspace/.git/config && echo x >> ~/.bashrc && echo ok`,
 			want:  "ok\n"},
-		{id: 10, name: "masked-not-scratch",
-			shell: denyShell(`echo x > /etc/shadow`) + "; " + denyShell(`rm -f /etc/shadow`) + "; " + denyShell(`mkdir /sys`) + "; " + denyShell(`touch /proc/x$T`),
-			want:  "denied\ndenied\ndenied\ndenied\n"},
+		{id: 10, name: "masked-not-scratch", own: true,
+			// Root's /etc/gshadow is its own sanitized copy: writing it
+			// changes the sandbox's layer only (the host's is watched).
+			shell:    denyShell(`echo x >> /etc/gshadow`) + "; " + denyShell(`mkdir /sys`) + "; " + denyShell(`touch /proc/x$T`) + "; " + denyShell(`touch /home/x$T`),
+			want:     "denied\ndenied\ndenied\ndenied\n",
+			wantRoot: "allowed\ndenied\ndenied\ndenied\n"},
 		{id: 11, name: "proc-writes",
 			shell: denyShell(`echo x > /proc/self/comm`) + "; " + denyShell(`echo 1 > /proc/sys/kernel/ns_last_pid`) + "; " + denyShell(`echo sbx > /proc/sys/kernel/hostname`) + "; " + denyShell(`echo 0 > /proc/self/oom_score_adj`),
 			want:  "denied\ndenied\ndenied\ndenied\n"},
@@ -454,7 +479,7 @@ func checkAPISymlink(t *testing.T, e *escapeEnv, id, tok string) {
 	}
 	for _, name := range []string{"secret", "hostlink", "shadow"} {
 		b, err := readAll(t, e.p, id, "/workspace/"+name)
-		if strings.Contains(string(b), "host secret") || (name == "shadow" && len(b) > 0) {
+		if strings.Contains(string(b), "host secret") || (name == "shadow" && hasPasswordHash(b)) {
 			t.Errorf("read /workspace/%s returned the host's data: %q", name, b)
 		}
 		if err == nil && name != "shadow" {
@@ -499,6 +524,17 @@ func checkAPISymlink(t *testing.T, e *escapeEnv, id, tok string) {
 	if _, err := os.Lstat(filepath.Join(e.secretDir, "u"+tok)); err == nil {
 		t.Errorf("upload through a link reached the host")
 	}
+}
+
+// hasPasswordHash tells whether a shadow file holds anything but "*" as a
+// password.
+func hasPasswordHash(b []byte) bool {
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Split(l, ":"); len(f) > 1 && f[1] != "*" {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSymlinkSwap (#15): the sandbox swaps a directory and a link to /

@@ -123,8 +123,11 @@ python3 -m pip install --user --no-index --break-system-packages --disable-pip-v
 python3 -m venv /workspace/venv
 /workspace/venv/bin/python -m pip install --no-index --disable-pip-version-check -q ./` + filepath.Base(venvWheel) + `
 `
+	user := "sbx" + tok[len(tok)-8:]
 	if root {
-		script += "dpkg -i ./" + filepath.Base(debFile) + " >/dev/null\n"
+		// As package scripts do: a system user (useradd rewrites the
+		// sandbox's own sanitized /etc/shadow), then the package.
+		script += "useradd --system " + user + "\ndpkg -i ./" + filepath.Base(debFile) + " >/dev/null\n"
 	}
 	var out, errb syncBuffer
 	res, err := p.Exec(ctx, id, providers.ExecRequest{Argv: []string{"/bin/sh", "-s"}, Stdin: strings.NewReader(script), Stdout: &out, Stderr: &errb, Network: providers.NetworkOn})
@@ -140,8 +143,8 @@ python3 -m venv /workspace/venv
 	check := `python3 -c 'import ` + pkg + `; print(` + pkg + `.VALUE)'; /workspace/venv/bin/python -c 'import ` + venvPkg + `; print(` + venvPkg + `.VALUE)'`
 	want := "user-" + tok + "\nvenv-" + tok + "\n"
 	if root {
-		check += "; " + deb + "; dpkg -s " + deb + " | grep -c '^Status: install ok installed'"
-		want += "deb-" + tok + "\n1\n"
+		check += "; " + deb + "; dpkg -s " + deb + " | grep -c '^Status: install ok installed'; id -un " + user + "; grep -c '^" + user + ":' /etc/shadow"
+		want += "deb-" + tok + "\n1\n" + user + "\n1\n"
 	}
 	if got := mustRun(t, p2, id, check); got != want {
 		t.Errorf("the next exec finds %q, want %q", got, want)
@@ -159,6 +162,9 @@ python3 -m venv /workspace/venv
 		}
 		if err := exec.Command("dpkg", "-s", deb).Run(); err == nil {
 			t.Errorf("the host's dpkg knows %s", deb)
+		}
+		if err := exec.Command("id", user).Run(); err == nil {
+			t.Errorf("the host has the user %s", user)
 		}
 	}
 	if home, err := os.UserHomeDir(); err == nil {

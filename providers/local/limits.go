@@ -3,6 +3,7 @@ package local
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -152,6 +153,13 @@ func applyResourceLimits(cfg *initConfig) error {
 // the secret masks, the limits, and the weak mode's settings.
 func (p *Provider) isolation(cfg *initConfig, dir string, slot int) {
 	cfg.Masks = p.masks
+	if p.uid == 0 && !p.weak && p.hasEtc() {
+		// Root gets sanitized copies of the shadow files instead of
+		// masks (see shadowCopies); what cannot be copied stays hidden.
+		cfg.Masks = append(withoutShadow(p.masks), shadowCopies(dir)...)
+	} else {
+		cfg.Masks = append(slices.Clone(maskedFiles), p.masks...)
+	}
 	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"])
 	if p.weak {
 		cfg.Weak = true

@@ -47,8 +47,8 @@ type initConfig struct {
 	Home      string `json:"home"`
 	// SharedNet keeps the host's network namespace.
 	SharedNet bool `json:"shared_net,omitempty"`
-	// Masks are extra files hidden in the sandbox on top of the built-in
-	// list (see maskedFiles).
+	// Masks are the host paths hidden in the sandbox (see maskedFiles
+	// and hostMasks).
 	Masks []string `json:"masks,omitempty"`
 	// Limits are the command's rlimits and the sizes of its tmpfs mounts.
 	Limits limits `json:"limits"`

@@ -14,9 +14,11 @@ import (
 // devNodes are the host device nodes bound into the sandbox's /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-// maskedFiles are hidden in every sandbox: an empty, unreadable file is
-// bound over each one that exists. The provider adds the host's secrets it
-// finds (see hostMasks) through initConfig.Masks.
+// maskedFiles hold the host's password hashes: a root sandbox gets
+// sanitized copies in its layer (see shadowCopies), every other one an
+// empty, unreadable file bound over each that exists. The provider sends
+// them, with the other secrets it finds (see hostMasks), in
+// initConfig.Masks.
 var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
 // maskSource is the empty file bound over masked files; it is created on the
@@ -120,7 +122,7 @@ func buildRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := applyMasks(append(maskedFiles, cfg.Masks...)); err != nil {
+	if err := applyMasks(cfg.Masks); err != nil {
 		return err
 	}
 	// The root tmpfs only holds mount points: read-only from now on.

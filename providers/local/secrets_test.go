@@ -271,3 +271,29 @@ func TestCachedMasks(t *testing.T) {
 		t.Errorf("a damaged cache was used: calls %d", calls)
 	}
 }
+
+func TestSanitizedCopy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "shadow")
+	plantFile(t, src, "root:$6$salt$hash:20228:0:99999:7:::\nalice:$y$j9T$abc$def:20228:0:99999:7:::\nbob:!:1::::::\n", 0o640)
+	fi, err := os.Lstat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "copy")
+	if err := sanitizedCopy(src, dst, fi); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "root:*:20228:0:99999:7:::\nalice:*:20228:0:99999:7:::\nbob:*:1::::::\n"
+	if string(b) != want {
+		t.Errorf("sanitized = %q, want %q", b, want)
+	}
+	if got, _ := os.Lstat(dst); got == nil || got.Mode().Perm() != 0o640 {
+		t.Errorf("mode of the copy: %v", got)
+	}
+}
