@@ -154,6 +154,10 @@ type Info struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	Image     string    `json:"image,omitempty"`
 	Network   Network   `json:"network,omitempty"`
+	// Isolation is empty for the provider's normal isolation, or names a
+	// weaker mode the sandbox runs in ("weak" for local without user
+	// namespaces); the CLI warns about it on every use.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // Filter selects sandboxes in List.

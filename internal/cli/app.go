@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -174,6 +175,11 @@ func (a *App) openOptions() (engine.OpenOptions, error) {
 			Network: providers.Network(g.network),
 		},
 	}
+	res, err := a.resources()
+	if err != nil {
+		return o, err
+	}
+	o.Spec.Resources = res
 	if g.sandboxID != "" && len(g.labels) > 0 {
 		return o, &UsageError{Err: errors.New("--sandbox-id and --sandbox-label cannot be used together")}
 	}
@@ -192,6 +198,44 @@ func (a *App) openOptions() (engine.OpenOptions, error) {
 		o.Setup = s
 	}
 	return o, nil
+}
+
+// resources turns --cpus, --memory and --pids into limits.
+func (a *App) resources() (providers.Resources, error) {
+	g := a.flags
+	if g.cpus < 0 || g.pids < 0 {
+		return providers.Resources{}, &UsageError{Err: errors.New("--cpus and --pids must not be negative")}
+	}
+	res := providers.Resources{CPUs: g.cpus, Pids: g.pids}
+	if g.memory != "" {
+		mb, err := parseMemoryMB(g.memory)
+		if err != nil {
+			return res, &UsageError{Err: err}
+		}
+		res.MemoryMB = mb
+	}
+	return res, nil
+}
+
+// parseMemoryMB reads a size in MiB: a plain number, or one ending in k, m
+// or g (binary units; a trailing "b" or "ib" is allowed).
+func parseMemoryMB(s string) (int, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	v = strings.TrimSuffix(strings.TrimSuffix(v, "b"), "i")
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(v, "k"):
+		mult, v = 1.0/1024, strings.TrimSuffix(v, "k")
+	case strings.HasSuffix(v, "m"):
+		v = strings.TrimSuffix(v, "m")
+	case strings.HasSuffix(v, "g"):
+		mult, v = 1024, strings.TrimSuffix(v, "g")
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n <= 0 || n*mult < 1 || n*mult > 1<<30 {
+		return 0, fmt.Errorf("--memory %q: want a size such as 512m, 2g or a number of MiB (at least 1 MiB)", s)
+	}
+	return int(n * mult), nil
 }
 
 func parseLabels(in []string) (map[string]string, error) {
@@ -232,7 +276,18 @@ func (a *App) open(ctx context.Context, o engine.OpenOptions) (*engine.Session, 
 	if c, ok := o.SetupOutput.(io.Closer); ok {
 		c.Close() // flush what the masker held back
 	}
+	if err == nil {
+		warnIsolation(a.streams.Err, s.Info())
+	}
 	return s, err
+}
+
+// warnIsolation labels a sandbox that runs with weaker isolation than its
+// provider normally gives, on every use.
+func warnIsolation(w io.Writer, info providers.Info) {
+	if info.Isolation != "" {
+		fmt.Fprintf(w, "sandbox: warning: %s runs with %s isolation (see `sandbox info %s`)\n", info.ID, strings.ToUpper(info.Isolation), info.ID)
+	}
 }
 
 // callContext applies --timeout to one call.

@@ -114,11 +114,20 @@ func newInfoCmd(app *App) *cobra.Command {
 				{"id", info.ID}, {"provider", info.Provider}, {"state", string(info.State)},
 				{"created", info.CreatedAt.Format(time.RFC3339)}, {"expires", expires(info.ExpiresAt)},
 				{"network", string(info.Network)}, {"labels", formatLabels(info.Labels)},
+				{"isolation", isolationName(info.Isolation)},
 				{"reattach", engine.ReattachCommand(info.Provider, info.ID)},
 			}
 			return output.Table(app.streams.Out, []string{"FIELD", "VALUE"}, rows)
 		},
 	}
+}
+
+// isolationName shows the isolation of a sandbox in the info table.
+func isolationName(s string) string {
+	if s == "" {
+		return "full"
+	}
+	return strings.ToUpper(s) + " (weaker than the provider's normal isolation)"
 }
 
 func newDeleteCmd(app *App) *cobra.Command {

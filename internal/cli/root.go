@@ -111,6 +111,9 @@ type globalFlags struct {
 	policy       string
 	json         bool
 	timeout      time.Duration
+	cpus         float64
+	memory       string
+	pids         int
 }
 
 // jsonDocument marks a command whose --json output is one JSON document (an
@@ -176,6 +179,9 @@ deleted afterwards (unless --keep).`,
 	f.StringVar(&g.policy, "policy", "", "approval policy `FILE` (YAML)")
 	f.BoolVar(&g.json, "json", false, "machine output: JSON for lookups, JSON Lines events for runs")
 	f.DurationVar(&g.timeout, "timeout", 0, "per-call timeout (e.g. 30s, 5m)")
+	f.Float64Var(&g.cpus, "cpus", 0, "CPU limit of a created sandbox, in CPUs (e.g. 1.5), where the provider and host support it")
+	f.StringVar(&g.memory, "memory", "", "memory limit of a created sandbox (`SIZE`: 512m, 2g, or MiB), where the provider and host support it")
+	f.IntVar(&g.pids, "pids", 0, "process limit of a created sandbox, where the provider and host support it")
 
 	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
 	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app)} {

@@ -13,11 +13,15 @@
 //     directory, so installs persist across commands while the host never
 //     changes; /workspace and HOME bound from the state directory; a private
 //     /tmp and /run; a fresh /proc; a minimal /dev; no host /sys, /home,
-//     /root or /run, and /etc/shadow and /etc/gshadow masked;
+//     /root or /run, and /etc/shadow and /etc/gshadow masked (for root:
+//     replaced by copies without password hashes in the sandbox's layer);
 //   - pivots into it, sets the hostname and brings up loopback;
-//   - applies Landlock (read-only everywhere, writable only where the sandbox
-//     may write), drops every capability, sets no_new_privs and makes itself
-//     non-dumpable;
+//   - hides the host's secrets that the system directories would show
+//     (masks.go), applies Landlock (read-only everywhere, writable only where
+//     the sandbox may write), drops every capability, sets no_new_privs,
+//     makes itself non-dumpable, sets the resource limits (limits.go: rlimits
+//     always, a cgroup per command where this user may manage one) and
+//     installs the seccomp filter (seccomp.go);
 //   - runs the command in a new session, reaps every child, and exits with
 //     the command's status, which tears down the PID namespace and kills
 //     whatever the command left behind.
@@ -27,5 +31,6 @@
 // make the host read or write its own files.
 //
 // Hosts without usable unprivileged user namespaces get an error that says how
-// to enable them.
+// to enable them; SANDBOX_LOCAL_WEAK=1 opts into a labelled, much weaker mode
+// without namespaces (weak.go).
 package local

@@ -106,7 +106,7 @@ func (p *Provider) execConfig(m meta, req providers.ExecRequest) (*initConfig, e
 		}
 		cwd = c
 	}
-	return &initConfig{Mode: modeExec, Argv: argv, Cwd: cwd, Env: commandEnv(p.home, m.Env, req.Env)}, nil
+	return &initConfig{Mode: modeExec, Argv: argv, Cwd: cwd, Env: commandEnv(p.home, m.Env, req.Env), Resources: m.Resources}, nil
 }
 
 // commandEnv is the whole environment of a command: PATH and HOME, then the

@@ -20,11 +20,15 @@ type fileCall struct {
 	dir   string
 	req   fileRequest
 	stdio initStdio
+	// res are the sandbox's limits: a file operation's init gets the
+	// same ones as a command's (its /tmp, /run, /dev/shm sizes and
+	// rlimits), cold or in a holder's spare.
+	res providers.Resources
 }
 
 // prepare checks the sandbox and cleans the paths of a request.
 func (p *Provider) prepare(ctx context.Context, id, verb string, req fileRequest) (*fileCall, error) {
-	_, dir, err := p.load(id)
+	m, dir, err := p.load(id)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +49,7 @@ func (p *Provider) prepare(ctx context.Context, id, verb string, req fileRequest
 	if err := ctx.Err(); err != nil {
 		return nil, ctxErr(op, ctx, 0)
 	}
-	return &fileCall{op: op, id: id, dir: dir, req: req}, nil
+	return &fileCall{op: op, id: id, dir: dir, req: req, res: m.Resources}, nil
 }
 
 // cleanPath applies the contract's path rules.
@@ -62,7 +66,7 @@ func cleanPath(verb, p string) (string, error) {
 // so they run in a private one.
 func (p *Provider) start(fc *fileCall) (*proc, error) {
 	req := fc.req
-	cfg := &initConfig{Mode: modeFile, File: &req}
+	cfg := &initConfig{Mode: modeFile, File: &req, Resources: fc.res}
 	return p.launch(fc.dir, fc.id, cfg, false, fc.stdio)
 }
 

@@ -92,8 +92,9 @@ func TestFileOperations(t *testing.T) {
 	if _, err := os.Stat("/etc/sandbox-written-" + id); err == nil {
 		t.Error("WriteFile to /etc reached the host")
 	}
-	if _, err := readAll(t, p, id, "/etc/shadow"); err == nil {
-		t.Error("ReadFile(/etc/shadow) succeeded")
+	// Unreadable, or for root the sandbox's own copy without hashes.
+	if b, err := readAll(t, p, id, "/etc/shadow"); err == nil && (os.Getuid() != 0 || hasPasswordHash(b)) {
+		t.Errorf("ReadFile(/etc/shadow) = %q", b)
 	}
 	if err := p.WriteFile(ctx, id, "/proc/self/comm", strings.NewReader("x"), 0o644); err == nil {
 		t.Error("WriteFile under /proc succeeded")

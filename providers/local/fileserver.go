@@ -60,6 +60,9 @@ func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	default:
 		err = fmt.Errorf("unknown file operation %q: %w", req.Op, fs.ErrInvalid)
 	}
+	if cfg.Weak {
+		weakUnmap(cfg, &msg, err)
+	}
 	if err != nil {
 		rep.fail(err)
 		return 1
@@ -73,7 +76,9 @@ const copyBuf = 256 << 10
 
 // serveRead streams a regular file to stdout after reporting that it opened.
 func serveRead(p string, rep *reporter) error {
-	f, err := os.Open(p)
+	// Non-blocking: opening a FIFO must not wait for a writer. Only
+	// regular files are read (a device such as /dev/zero never ends).
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
@@ -85,10 +90,16 @@ func serveRead(p string, rep *reporter) error {
 	if fi.IsDir() {
 		return &os.PathError{Op: "read", Path: p, Err: syscall.EISDIR}
 	}
+	if !fi.Mode().IsRegular() {
+		return &os.PathError{Op: "read", Path: p, Err: errNotRegular}
+	}
 	rep.send(statusMsg{Open: true})
 	_, err = io.CopyBuffer(os.Stdout, f, make([]byte, copyBuf))
 	return err
 }
+
+// errNotRegular refuses to read a FIFO, device or socket.
+var errNotRegular = fmt.Errorf("not a regular file: %w", fs.ErrInvalid)
 
 // committed waits for the host's verdict on the input stream.
 func committed(ctl *bufio.Reader) bool {

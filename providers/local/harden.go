@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -53,7 +54,7 @@ func landlockRules(cfg *initConfig) []landlock.Rule {
 	}
 	return []landlock.Rule{
 		landlock.RODirs("/"),
-		landlock.RWDirs(rw...).WithRefer(),
+		landlock.RWDirs(rw...).WithRefer().WithResolveUnix(),
 		landlock.RWDirs("/dev/pts").WithIoctlDev(),
 		landlock.RWFiles(devs...).WithIoctlDev(),
 	}
@@ -71,6 +72,18 @@ func applyLandlock(cfg *initConfig) (int, error) {
 		HandledAccessFS: landlock.V11.HandledAccessFS,
 		Scoped:          landlock.V11.Scoped,
 	}
+	rules := landlockRules(cfg)
+	if cfg.Weak {
+		if abi < 1 {
+			return 0, errors.New("the weak mode needs Landlock (Linux 5.13 or newer with the landlock LSM enabled)")
+		}
+		rules = weakLandlockRules(cfg)
+		if !cfg.SharedNet {
+			// No network namespace: refuse TCP instead (UDP too
+			// where the kernel's Landlock handles it).
+			c.HandledAccessNet = landlock.V11.HandledAccessNet
+		}
+	}
 	if abi < 1 {
 		// No Landlock: no_new_privs still has to be set, on every thread.
 		if _, _, e := psx.Syscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
@@ -79,7 +92,7 @@ func applyLandlock(cfg *initConfig) (int, error) {
 		return 0, nil
 	}
 	// Restrict sets no_new_privs on every thread before enforcing.
-	if err := c.BestEffort().Restrict(landlockRules(cfg)...); err != nil {
+	if err := c.BestEffort().Restrict(rules...); err != nil {
 		return 0, fmt.Errorf("landlock: %w", err)
 	}
 	return abi, nil
@@ -90,10 +103,16 @@ func applyLandlock(cfg *initConfig) (int, error) {
 // clears the ambient sets too: an ambient capability must stay permitted)
 // and makes the init non-dumpable, so that /proc/1 of the sandbox cannot be
 // opened. no_new_privs is already set on every thread by applyLandlock.
-func dropPrivileges() error {
+func dropPrivileges(cfg *initConfig) error {
 	for c := 0; c <= unix.CAP_LAST_CAP+8; c++ {
 		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 		if err == unix.EINVAL {
+			break
+		}
+		if err == unix.EPERM && cfg.Weak {
+			// An unprivileged process without a user namespace
+			// cannot touch its bounding set; with no_new_privs and
+			// no capabilities it cannot gain any either.
 			break
 		}
 		if err != nil {
@@ -114,18 +133,6 @@ func dropPrivileges() error {
 	return nil
 }
 
-// applyResourceLimits is where rlimits (and cgroup placement, where the
-// host delegates one) are applied to the command. Hook for the isolation
-// work; nothing is limited yet.
-func applyResourceLimits(cfg *initConfig) error { return nil }
-
-// installSeccomp is where the seccomp filter goes: after the sandbox is
-// built and privileges are dropped, right before the user's command starts
-// (or the file operation runs). It must be installed on the thread that
-// forks the command (the init's main thread, locked in MaybeRunInit), or on
-// every thread with TSYNC. Hook for the isolation work; no filter yet.
-func installSeccomp(cfg *initConfig) error { return nil }
-
 // harden applies every restriction, in the only order that works: Landlock
 // needs no_new_privs (it sets it), the bounding set needs CAP_SETPCAP, and
 // seccomp comes last so that it may deny what the steps before it use.
@@ -134,7 +141,7 @@ func harden(cfg *initConfig) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := dropPrivileges(); err != nil {
+	if err := dropPrivileges(cfg); err != nil {
 		return 0, err
 	}
 	if err := applyResourceLimits(cfg); err != nil {

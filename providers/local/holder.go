@@ -62,6 +62,10 @@ const holderStopWait = 5 * time.Second
 // retire as it connects.
 const holderAttempts = 3
 
+// holderCgroup names the cgroups of a sandbox's holder, after the
+// sandbox's id (cold commands use their slot's number instead).
+const holderCgroup = "hold"
+
 // holderSockName is the holder's socket in the sandbox directory. Its name
 // carries the identity of the binary and of the protocol, so that a CLI
 // never hands an operation to a holder running other code (an older
@@ -243,7 +247,7 @@ func (p *Provider) acquire(dir, id string) (*net.UnixConn, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := p.spawnHolder(dir, id, shared, ml); err != nil {
+	if err := p.spawnHolder(dir, id, shared, m.Resources, ml); err != nil {
 		return nil, nil, err
 	}
 	c, err := p.dialHolder(dir)
@@ -257,7 +261,7 @@ func (p *Provider) acquire(dir, id string) (*net.UnixConn, *os.File, error) {
 // waits until its tree is built, then records it. The holder gets the
 // mount lock (held exclusively) and a work-directory slot for its life. It
 // is detached: its own session, no parent-death signal, stdio on /dev/null.
-func (p *Provider) spawnHolder(dir, id string, shared bool, mountLock *os.File) error {
+func (p *Provider) spawnHolder(dir, id string, shared bool, res providers.Resources, mountLock *os.File) error {
 	sock := filepath.Join(dir, holderSockName(p.identity))
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local: sandbox %s: stale holder socket: %w", id, err)
@@ -279,7 +283,7 @@ func (p *Provider) spawnHolder(dir, id string, shared bool, mountLock *os.File) 
 		return fmt.Errorf("local: sandbox %s: holder socket: %w", id, err)
 	}
 	defer lnFile.Close()
-	if err := p.startHolderProcess(dir, id, shared, lnFile, mountLock); err != nil {
+	if err := p.startHolderProcess(dir, id, shared, res, lnFile, mountLock); err != nil {
 		os.Remove(sock)
 		return err
 	}
@@ -287,13 +291,20 @@ func (p *Provider) spawnHolder(dir, id string, shared bool, mountLock *os.File) 
 }
 
 // startHolderProcess runs the holder process and waits for it to be ready.
-func (p *Provider) startHolderProcess(dir, id string, shared bool, lnFile, mountLock *os.File) error {
+// res are the sandbox's limits: they size the spares' tmpfs mounts and
+// rlimits (fillConfig), and the holder is placed in the sandbox's holder
+// cgroups before it gets its configuration, so every spare it forks, and
+// every process of every operation, is born inside them. The cgroup limits
+// thus bound all the operations run through the holder together (and the
+// holder itself), where a cold command is bounded alone in its slot's
+// cgroups; the spares never need the host to move them.
+func (p *Provider) startHolderProcess(dir, id string, shared bool, res providers.Resources, lnFile, mountLock *os.File) error {
 	slotN, slot, err := acquireSlot(dir, p.layers)
 	if err != nil {
 		return fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
 	defer slot.Close()
-	cfg := &initConfig{Mode: modeHold, StateDir: dir, IdleNS: int64(p.holderIdle), Identity: p.identity}
+	cfg := &initConfig{Mode: modeHold, StateDir: dir, IdleNS: int64(p.holderIdle), Identity: p.identity, Resources: res}
 	p.fillConfig(dir, slotN, cfg, shared)
 	line, err := json.Marshal(cfg)
 	if err != nil {
@@ -340,6 +351,13 @@ func (p *Provider) startHolderProcess(dir, id string, shared bool, lnFile, mount
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	// The holder waits for its configuration: it enters its cgroups
+	// before it forks any spare.
+	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+holderCgroup, res); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("local: sandbox %s: %w", id, err)
+	}
 	_, _ = ctlW.Write(append(line, '\n'))
 	ctlW.Close()
 	var m statusMsg

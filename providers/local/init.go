@@ -71,16 +71,24 @@ func runInit(ready *spareReady) int {
 		return runHolder(&cfg, rep, ctl, status)
 	}
 	if ready != nil {
+		// A spare: entered and hardened before the operation came.
 		rep.landlock = ready.landlock
 		rep.reapAll = true
 	} else {
-		if err := buildRoot(&cfg); err != nil {
-			rep.setupFail(err)
-			return 125
-		}
-		if err := setupNetwork(&cfg); err != nil {
-			rep.setupFail(err)
-			return 125
+		if cfg.Weak {
+			if err := weakSetup(&cfg); err != nil {
+				rep.setupFail(err)
+				return 125
+			}
+		} else {
+			if err := buildRoot(&cfg); err != nil {
+				rep.setupFail(err)
+				return 125
+			}
+			if err := setupNetwork(&cfg); err != nil {
+				rep.setupFail(err)
+				return 125
+			}
 		}
 		abi, err := harden(&cfg)
 		if err != nil {
@@ -178,6 +186,9 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		fmt.Fprintf(os.Stderr, "sandbox: %s: permission denied\n", cfg.Argv[0])
 		return exitWith(rep, code)
 	}
+	if cfg.Weak {
+		fmt.Fprint(os.Stderr, weakBanner)
+	}
 	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
 		Dir:   cwd,
 		Env:   cfg.Env,
@@ -192,7 +203,17 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", cfg.Argv[0], err)
 		return exitWith(rep, code)
 	}
-	return exitWith(rep, reap(pid))
+	var status int
+	if cfg.Weak {
+		status = reapWeak(pid, cfg.stop)
+	} else {
+		status = reap(pid)
+	}
+	if cfg.Weak {
+		// No PID namespace ends with the init: end what is left.
+		killDescendants()
+	}
+	return exitWith(rep, status)
 }
 
 // exitWith reports the command's exit status and returns it.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -77,13 +78,17 @@ type proc struct {
 	// end: it had killed and reaped every other process of the operation
 	// by then, so its own exit need not be waited for.
 	settled chan struct{}
+	weak    bool // no namespaces: the init must be asked to clean up
 }
 
 // launch starts the init of one operation of the sandbox in dir: a spare
 // of the sandbox's holder (see holder.go), or a cold init that builds the
 // sandbox for this operation alone.
+//
+// The weak mode never uses a holder: it has no namespaces in which a
+// holder could keep the sandbox's mounts.
 func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio) (*proc, error) {
-	if p.coldOnly {
+	if p.coldOnly || p.weak {
 		return p.launchCold(dir, id, cfg, sharedNet, stdio, nil)
 	}
 	pr, mount, err := p.launchWarm(dir, id, cfg, sharedNet, stdio)
@@ -106,6 +111,7 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	cfg.Home = p.home
 	cfg.SharedNet = sharedNet
 	cfg.Links = p.links
+	p.isolation(cfg, dir, slotN)
 	cfg.Layers = make([]mountLayer, len(p.layers))
 	work := slotDir(dir, slotN)
 	for i, l := range p.layers {
@@ -136,7 +142,7 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		return nil, fmt.Errorf("local: encode init configuration: %w", err)
 	}
 
-	pr := &proc{id: id, slot: slot, mount: mount, exited: make(chan struct{})}
+	pr := &proc{id: id, slot: slot, mount: mount, exited: make(chan struct{}), weak: p.weak}
 	var childEnds []*os.File
 	fail := func(err error) (*proc, error) {
 		for _, f := range childEnds {
@@ -191,7 +197,11 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 			Pdeathsig:                  syscall.SIGKILL,
 		},
 	}
-	if p.uid != 0 {
+	if p.weak {
+		// No namespaces. SIGTERM, not SIGKILL, when the CLI dies: the
+		// init kills what the command left behind (see weak.go).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	} else if p.uid != 0 {
 		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
 	}
 	// Typed nils would not mean the null device to exec.Cmd.
@@ -237,6 +247,20 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	}()
 	if err := <-started; err != nil {
 		return fail(startError(id, err))
+	}
+	if cfg.Mode == modeExec {
+		// The init waits for its configuration: it is in its cgroups
+		// before it starts anything. A cold command gets the cgroups of
+		// its slot; a holder's operations share the holder's (see
+		// startHolderProcess).
+		if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
+			pr.kill()
+			for _, f := range childEnds {
+				f.Close()
+			}
+			pr.finish()
+			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+		}
 	}
 	for _, f := range childEnds {
 		f.Close()
@@ -322,7 +346,7 @@ func startError(id string, err error) error {
 	for _, e := range []error{unix.EPERM, unix.EACCES, unix.ENOSPC, unix.EUSERS, unix.EINVAL} {
 		if errors.Is(err, e) {
 			return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
-				Msg: "cannot create the sandbox's namespaces (" + err.Error() + "): " + usernsHint, Err: err}
+				Msg: "cannot create the sandbox's namespaces (" + err.Error() + "): " + usernsHint + weakHint, Err: err}
 		}
 	}
 	return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "start the sandbox init: " + err.Error(), Err: err}
@@ -363,14 +387,25 @@ func (pr *proc) closeHost() {
 
 // kill ends the init with SIGKILL, and with it the whole PID namespace. A
 // holder kills its spare when the client's side of the connection ends.
+// In the weak mode there is no PID namespace: the init is asked first
+// (SIGTERM) to kill its descendants, and killed outright a little later.
 func (pr *proc) kill() {
 	if pr.conn != nil {
 		_ = pr.conn.CloseWrite()
 		return
 	}
-	if pr.cmd != nil && pr.cmd.Process != nil {
-		_ = pr.cmd.Process.Kill()
+	if pr.cmd == nil || pr.cmd.Process == nil {
+		return
 	}
+	if pr.weak {
+		_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-pr.exited:
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	_ = pr.cmd.Process.Kill()
 }
 
 // watch kills the init when ctx ends. abort, when set, is tried first: it
@@ -449,7 +484,7 @@ func (pr *proc) initDied() error {
 func setupErr(id string, m statusMsg) error {
 	msg := "build the sandbox: " + m.Err
 	if m.Kind == kindUnavailable {
-		msg += ": " + usernsHint
+		msg += ": " + usernsHint + weakHint
 	}
 	e := &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: msg}
 	if m.Errno != 0 {

@@ -52,9 +52,20 @@ type initConfig struct {
 	Home      string `json:"home"`
 	// SharedNet keeps the host's network namespace.
 	SharedNet bool `json:"shared_net,omitempty"`
-	// Masks are extra files hidden in the sandbox on top of the built-in
-	// list (see maskedFiles).
+	// Masks are the host paths hidden in the sandbox (see maskedFiles
+	// and hostMasks).
 	Masks []string `json:"masks,omitempty"`
+	// Limits are the command's rlimits and the sizes of its tmpfs mounts.
+	Limits limits `json:"limits"`
+	// Weak runs without namespaces (see weak.go); TmpSrc is then the
+	// host directory standing in for /tmp.
+	Weak   bool   `json:"weak,omitempty"`
+	TmpSrc string `json:"tmp_src,omitempty"`
+	// stop is closed when the weak-mode init is asked to end (init only).
+	stop chan struct{}
+	// Resources are the sandbox's requested limits; the host turns them
+	// into Limits and cgroups, the init never sees them.
+	Resources providers.Resources `json:"-"`
 
 	// Exec mode.
 	Argv []string `json:"argv,omitempty"`

@@ -22,13 +22,13 @@ import (
 const Name = "local"
 
 // capabilities is what the provider supports; TTL is left to the engine.
-var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true}
+var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true}
 
 // Registration describes the provider to the registry.
 func Registration() providers.Registration {
 	return providers.Registration{
 		Name:         Name,
-		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock; no daemon",
+		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock, seccomp, limits; no daemon",
 		Capabilities: capabilities,
 		New: func(cfg providers.Config) (providers.Provider, error) {
 			return New(cfg)
@@ -66,6 +66,14 @@ type Provider struct {
 	// coldOnly runs every operation in a cold init, never in a holder
 	// (tests of the cold path).
 	coldOnly bool
+	// cg is what this host lets the provider do with cgroups.
+	cg cgroups
+	// masks are host paths hidden in every sandbox (see hostMasks).
+	masks []string
+	// weak runs commands without namespaces (see weak.go), by request.
+	weak bool
+	// probeOnCreate makes Create try a command first (see probe.go).
+	probeOnCreate bool
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -80,9 +88,12 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: create state directory: %w", err)
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, weak: cfg.Lookup(weakEnvVar) == "1"}
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
+	p.cg = detectCgroups()
+	p.masks = providerMasks(dir, p.layers, p.uid, os.Getenv("HOME"))
+	p.probeOnCreate = needsProbe(p.uid, p.weak, apparmorUserns)
 	return p, nil
 }
 
@@ -120,11 +131,14 @@ func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
 
 // meta is the metadata file of one sandbox.
 type meta struct {
-	ID        string            `json:"id"`
-	CreatedAt time.Time         `json:"created_at"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	Network   providers.Network `json:"network"`
+	ID        string              `json:"id"`
+	CreatedAt time.Time           `json:"created_at"`
+	Labels    map[string]string   `json:"labels,omitempty"`
+	Env       map[string]string   `json:"env,omitempty"`
+	Network   providers.Network   `json:"network"`
+	Resources providers.Resources `json:"resources,omitempty"`
+	// Weak records that the sandbox was used in the weak mode.
+	Weak bool `json:"weak,omitempty"`
 }
 
 func (m meta) info() providers.Info {
@@ -139,7 +153,26 @@ func (m meta) info() providers.Info {
 		Labels:    labels,
 		CreatedAt: m.CreatedAt,
 		Network:   m.Network,
+		Isolation: m.isolation(),
 	}
+}
+
+// isolation names the weak mode when the sandbox was created in it.
+func (m meta) isolation() string {
+	if m.Weak {
+		return isolationWeak
+	}
+	return ""
+}
+
+// info describes a sandbox as this provider runs it: a sandbox used in the
+// weak mode is labelled so, whatever mode created it.
+func (p *Provider) info(m meta) providers.Info {
+	info := m.info()
+	if p.weak {
+		info.Isolation = isolationWeak
+	}
+	return info
 }
 
 // Paths inside one sandbox directory.
@@ -189,6 +222,17 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if spec.Image != "" {
 		return providers.Info{}, providers.Errorf(providers.ErrUnsupported, Name, "create", "images are not supported (got %q): the sandbox is built from the host's system directories", spec.Image)
 	}
+	if !p.weak {
+		if err := usernsOff(p.uid); err != nil {
+			return providers.Info{}, &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "create", Msg: err.Error()}
+		}
+	}
+	if p.weak && p.uid == 0 {
+		return providers.Info{}, providers.Errorf(providers.ErrUnavailable, Name, "create", "%s=1 (the weak mode) is only for unprivileged users: without a user namespace root would read every file of the host; enable user namespaces instead", weakEnvVar)
+	}
+	if err := p.cg.check(spec.Resources); err != nil {
+		return providers.Info{}, err
+	}
 	switch spec.Network {
 	case providers.NetworkDefault, providers.NetworkOn, providers.NetworkOff:
 	default:
@@ -216,6 +260,8 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		Labels:    maps.Clone(spec.Labels),
 		Env:       maps.Clone(spec.Env),
 		Network:   spec.Network,
+		Resources: spec.Resources,
+		Weak:      p.weak,
 	}
 	if m.Network == providers.NetworkDefault {
 		m.Network = providers.NetworkOff
@@ -224,11 +270,17 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		_ = removeTree(dir)
 		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
 	}
+	if p.probeOnCreate {
+		if err := p.probe(dir, id); err != nil {
+			_ = removeTree(dir)
+			return providers.Info{}, err
+		}
+	}
 	if err := writeJSONAtomic(filepath.Join(dir, metaFile), m); err != nil {
 		_ = removeTree(dir)
 		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
 	}
-	return m.info(), nil
+	return p.info(m), nil
 }
 
 // populate creates the directory skeleton of a new sandbox.
@@ -291,7 +343,7 @@ func (p *Provider) Get(ctx context.Context, id string) (providers.Info, error) {
 	if err != nil {
 		return providers.Info{}, err
 	}
-	return m.info(), nil
+	return p.info(m), nil
 }
 
 // List returns the sandboxes whose labels match filter, oldest first.
@@ -314,7 +366,7 @@ func (p *Provider) List(ctx context.Context, filter providers.Filter) ([]provide
 			continue
 		}
 		if filter.Matches(m.Labels) {
-			out = append(out, m.info())
+			out = append(out, p.info(m))
 		}
 	}
 	slices.SortFunc(out, func(a, b providers.Info) int {
@@ -359,5 +411,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if err := removeTree(dir); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
+	p.cg.removeSandbox(id)
 	return nil
 }

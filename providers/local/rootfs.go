@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -14,9 +15,11 @@ import (
 // devNodes are the host device nodes bound into the sandbox's /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-// maskedFiles are hidden in every sandbox: an empty, unreadable file is
-// bound over each one that exists. The isolation work adds the secret
-// masking of further paths through initConfig.Masks.
+// maskedFiles hold the host's password hashes: a root sandbox gets
+// sanitized copies in its layer (see shadowCopies), every other one an
+// empty, unreadable file bound over each that exists. The provider sends
+// them, with the other secrets it finds (see hostMasks), in
+// initConfig.Masks.
 var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
 // maskSource prefixes the empty file bound over masked files; it is created
@@ -92,12 +95,15 @@ func buildTree(cfg *initConfig) error {
 
 // enterRoot gives the tree built by buildTree its per-operation mounts (a
 // private /tmp, /run, /dev and a fresh /proc for the current PID
-// namespace), pivots into it, masks secrets and makes the root read-only.
-// Mount points on the root tmpfs may exist already: a holder's tree is
-// shared by all its operations.
+// namespace, sized by cfg.Limits), pivots into it, masks secrets and makes
+// the root read-only. Mount points on the root tmpfs may exist already: a
+// holder's tree is shared by all its operations.
 func enterRoot(cfg *initConfig) error {
 	root := cfg.Root
-	tmpfses := []struct{ dst, opts string }{{"/tmp", "mode=1777"}, {"/run", "mode=0755"}}
+	tmpfses := []struct{ dst, opts string }{
+		{"/tmp", tmpfsOpts("mode=1777", cfg.Limits.TmpSize)},
+		{"/run", tmpfsOpts("mode=0755", cfg.Limits.RunSize)},
+	}
 	for _, t := range tmpfses {
 		target := root + t.dst
 		if err := mkdirExist(target, 0o755); err != nil {
@@ -115,7 +121,7 @@ func enterRoot(cfg *initConfig) error {
 	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return &setupError{err: mountErr("/proc", err), unavailable: errors.Is(err, unix.EPERM)}
 	}
-	if err := buildDev(root + "/dev"); err != nil {
+	if err := buildDev(root+"/dev", cfg.Limits.ShmSize); err != nil {
 		return err
 	}
 	// Operations of one holder share the root tmpfs: each has its own
@@ -143,7 +149,7 @@ func enterRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := applyMasks(mask, append(maskedFiles, cfg.Masks...)); err != nil {
+	if err := applyMasks(mask, cfg.Masks); err != nil {
 		return err
 	}
 	// The root tmpfs only holds mount points: read-only from now on.
@@ -189,7 +195,7 @@ func overlayEscape(p string) string {
 
 // buildDev creates a minimal /dev: a few host device nodes, a private devpts,
 // a /dev/shm tmpfs and the usual symlinks.
-func buildDev(dev string) error {
+func buildDev(dev string, shmSize uint64) error {
 	if err := mkdirExist(dev, 0o755); err != nil {
 		return err
 	}
@@ -214,7 +220,7 @@ func buildDev(dev string) error {
 	if err := os.Mkdir(dev+"/shm", 0o1777); err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOpts("mode=1777", shmSize)); err != nil {
 		return mountErr("/dev/shm", err)
 	}
 	links := [][2]string{
@@ -244,18 +250,32 @@ func pivot(root string) error {
 }
 
 // applyMasks binds the empty file mask over every masked path that is a
-// regular file, then removes mask. It runs after the pivot, so a path the
-// sandbox turned into a symlink resolves inside the sandbox.
+// regular file, and an empty read-only tmpfs over every one that is a
+// directory, then removes mask. It runs after the pivot, so a path the
+// sandbox replaced with a symlink in its own layer is left alone: it no
+// longer shows the host's entry.
 func applyMasks(mask string, paths []string) error {
-	for _, p := range paths {
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.Mode().IsRegular() {
+	for i, p := range paths {
+		if slices.Contains(paths[:i], p) {
 			continue
 		}
-		if err := unix.Mount(mask, p, "", unix.MS_BIND, ""); err != nil {
-			return mountErr("mask over "+p, err)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
 		}
-		_ = unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+		switch {
+		case fi.Mode().IsRegular():
+			if err := unix.Mount(mask, p, "", unix.MS_BIND, ""); err != nil {
+				return mountErr("mask over "+p, err)
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return mountErr("read-only mask over "+p, err)
+			}
+		case isMaskableDir(fi):
+			if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, maskDirOpts); err != nil {
+				return mountErr("mask over "+p, err)
+			}
+		}
 	}
 	return os.Remove(mask)
 }

@@ -1,0 +1,376 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// cgroupKind tells how this host lets the provider use cgroups.
+type cgroupKind string
+
+// Kinds of cgroup support.
+const (
+	cgroupNone cgroupKind = ""
+	cgroupV1   cgroupKind = "v1" // root on a v1 (or hybrid) host
+	cgroupV2   cgroupKind = "v2" // root, or a delegated subtree, on v2
+)
+
+// cgroupRoot is where the cgroup filesystems are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroupParent names the directory (v1: per controller; v2: a prefix)
+// under which each running command gets its own cgroup.
+const cgroupParent = "sandbox"
+
+// cgroupCLILeaf is where a delegated v2 subtree moves this process, so
+// that its own cgroup may enable controllers for the commands' cgroups
+// (cgroup v2 allows no processes in a cgroup that has them).
+const cgroupCLILeaf = "sandbox-cli"
+
+// cgroupControllers are the controllers the provider uses.
+var cgroupControllers = []string{"pids", "memory", "cpu"}
+
+// cgroups is what the provider found at start.
+type cgroups struct {
+	kind cgroupKind
+	// euid is this process's effective uid (root gets cgroups where
+	// others get rlimits).
+	euid int
+	// root is the cgroup filesystem's mount point (cgroupRoot, or a
+	// fake tree in tests).
+	root string
+	// v2Parent is the directory the commands' cgroups go under (v2).
+	v2Parent string
+	// controllers available to the commands' cgroups.
+	controllers map[string]bool
+	// delegate, on a delegated v2 subtree whose controllers are not yet
+	// enabled for children, moves this process into cgroupCLILeaf and
+	// enables them, once, the first time a command needs them.
+	delegate *sync.Once
+	// delegateErr is the outcome of delegate.
+	delegateErr *error
+}
+
+// detectCgroups finds out which cgroup controllers this process may use.
+func detectCgroups() cgroups {
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	return detectCgroupsAt(cgroupRoot, string(self), os.Geteuid())
+}
+
+// detectCgroupsAt is detectCgroups for a cgroup tree mounted at root, the
+// contents of /proc/self/cgroup and an effective uid.
+func detectCgroupsAt(root, self string, euid int) cgroups {
+	c := detectKind(root, self, euid)
+	c.euid = euid
+	return c
+}
+
+// detectKind finds the kind of cgroup support and its controllers.
+func detectKind(root, self string, euid int) cgroups {
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		return detectV2(root, self, euid)
+	}
+	if euid != 0 {
+		// cgroup v1 cannot be delegated safely to unprivileged users.
+		return cgroups{}
+	}
+	c := cgroups{kind: cgroupV1, root: root, controllers: map[string]bool{}}
+	for _, ctl := range cgroupControllers {
+		if unix.Access(filepath.Join(root, ctl), unix.W_OK) == nil {
+			c.controllers[ctl] = true
+		}
+	}
+	if len(c.controllers) == 0 {
+		return cgroups{}
+	}
+	return c
+}
+
+// detectV2 finds a v2 directory this process may create cgroups under:
+// the root's for root; for other users their own cgroup when it is
+// delegated to them (systemd-run --user --scope -p Delegate=yes): writable,
+// with controllers available. Controllers already enabled for its children
+// are used as they are; otherwise they are enabled on first use (see
+// enableDelegated).
+func detectV2(root, self string, euid int) cgroups {
+	parent := ""
+	if euid == 0 {
+		parent = root
+	} else {
+		for _, line := range strings.Split(self, "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok {
+				parent = filepath.Join(root, filepath.Clean("/"+strings.TrimSpace(p)))
+			}
+		}
+		if strings.HasSuffix(parent, "/"+cgroupCLILeaf) {
+			// An earlier provider of this process moved it here.
+			parent = filepath.Dir(parent)
+		}
+		if parent == "" || parent == root || unix.Access(parent, unix.W_OK) != nil ||
+			unix.Access(filepath.Join(parent, "cgroup.procs"), unix.W_OK) != nil {
+			return cgroups{}
+		}
+	}
+	enabled := fields(filepath.Join(parent, "cgroup.subtree_control"))
+	available := fields(filepath.Join(parent, "cgroup.controllers"))
+	c := cgroups{kind: cgroupV2, root: root, v2Parent: parent, controllers: map[string]bool{}}
+	missing := false
+	for _, ctl := range cgroupControllers {
+		switch {
+		case enabled[ctl]:
+			c.controllers[ctl] = true
+		case available[ctl] && euid != 0:
+			c.controllers[ctl] = true
+			missing = true
+		}
+	}
+	if len(c.controllers) == 0 {
+		return cgroups{}
+	}
+	if missing {
+		var once sync.Once
+		var err error
+		c.delegate, c.delegateErr = &once, &err
+	}
+	return c
+}
+
+// fields reads the words of a cgroup file as a set.
+func fields(path string) map[string]bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, f := range strings.Fields(string(b)) {
+		out[f] = true
+	}
+	return out
+}
+
+// enableDelegated moves this process into a leaf of its delegated cgroup
+// and enables the controllers for the parent's children.
+func (c cgroups) enableDelegated() error {
+	if c.delegate == nil {
+		return nil
+	}
+	c.delegate.Do(func() {
+		leaf := filepath.Join(c.v2Parent, cgroupCLILeaf)
+		err := os.MkdirAll(leaf, 0o755)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+		}
+		if err == nil {
+			var ctl []string
+			for _, name := range cgroupControllers {
+				if c.controllers[name] {
+					ctl = append(ctl, "+"+name)
+				}
+			}
+			err = os.WriteFile(filepath.Join(c.v2Parent, "cgroup.subtree_control"), []byte(strings.Join(ctl, " ")), 0o644)
+		}
+		if err != nil {
+			*c.delegateErr = fmt.Errorf("enable cgroup controllers in the delegated %s (it must hold no other process): %w", c.v2Parent, err)
+		}
+	})
+	return *c.delegateErr
+}
+
+// describe says in words what the host supports, for error messages.
+func (c cgroups) describe() string {
+	switch c.kind {
+	case cgroupV1:
+		return "cgroup v1 as root"
+	case cgroupV2:
+		return "cgroup v2 under " + c.v2Parent
+	}
+	return "no cgroup this user may manage"
+}
+
+// check refuses limits the host cannot enforce.
+func (c cgroups) check(res providers.Resources) error {
+	var missing []string
+	if res.CPUs < 0 || res.MemoryMB < 0 || res.Pids < 0 {
+		return providers.Errorf(providers.ErrInvalid, Name, "create", "resource limits must be positive")
+	}
+	if res.CPUs > 0 && !c.controllers["cpu"] {
+		missing = append(missing, "--cpus (needs the cpu cgroup controller)")
+	}
+	if res.MemoryMB > 0 && !c.controllers["memory"] {
+		missing = append(missing, "--memory (needs the memory cgroup controller)")
+	}
+	if res.Pids > 0 && c.euid == 0 && !c.controllers["pids"] {
+		missing = append(missing, "--pids (as root it needs the pids cgroup controller: the kernel does not apply RLIMIT_NPROC to root)")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return providers.Errorf(providers.ErrUnsupported, Name, "create",
+		"this host cannot enforce %s: it has %s; run as root, or on a cgroup v2 host inside a delegated scope (`systemd-run --user --scope -p Delegate=yes sandbox ...`); --pids always works for other users (RLIMIT_NPROC per sandbox)",
+		strings.Join(missing, ", "), c.describe())
+}
+
+// cgroupSet is the cgroups of one running command.
+type cgroupSet struct {
+	dirs []string
+}
+
+// enter puts pid into fresh cgroups named name with the requested limits;
+// the default pids limit applies whenever the pids controller is enabled
+// (root), so that a fork bomb is bounded where RLIMIT_NPROC is not. It
+// returns nil when no cgroup is needed or available.
+func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSet, error) {
+	if c.kind == cgroupNone {
+		return nil, nil
+	}
+	pids := res.Pids
+	if pids == 0 {
+		if c.delegate != nil {
+			// RLIMIT_NPROC already bounds an unprivileged sandbox.
+			pids = -1
+		} else {
+			pids = defaultPids
+		}
+	}
+	type file = cgroupFile
+	var files []file
+	if c.controllers["pids"] && pids > 0 {
+		files = append(files, file{"pids", "pids.max", strconv.Itoa(pids)})
+	}
+	if res.MemoryMB > 0 && c.controllers["memory"] {
+		bytes := strconv.FormatInt(int64(res.MemoryMB)<<20, 10)
+		if c.kind == cgroupV1 {
+			files = append(files, file{"memory", "memory.limit_in_bytes", bytes})
+		} else {
+			files = append(files, file{"memory", "memory.max", bytes}, file{"memory", "memory.swap.max", "0"})
+		}
+	}
+	if res.CPUs > 0 && c.controllers["cpu"] {
+		quota := strconv.FormatInt(int64(res.CPUs*100000), 10)
+		if c.kind == cgroupV1 {
+			files = append(files, file{"cpu", "cpu.cfs_period_us", "100000"}, file{"cpu", "cpu.cfs_quota_us", quota})
+		} else {
+			files = append(files, file{"cpu", "cpu.max", quota + " 100000"})
+		}
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	if err := c.enableDelegated(); err != nil {
+		return nil, err
+	}
+	// Another process deleting a sandbox removes idle cgroups (see
+	// removeSandbox): one that vanishes between mkdir and use is made again.
+	for attempt := 0; ; attempt++ {
+		set, err := c.place(pid, name, files)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == 2 {
+			return set, err
+		}
+	}
+}
+
+// cgroupFile is one limit to write.
+type cgroupFile struct{ ctl, name, val string }
+
+// place creates the cgroups of name, writes files and moves pid in.
+func (c cgroups) place(pid int, name string, files []cgroupFile) (*cgroupSet, error) {
+	set := &cgroupSet{}
+	dirOf := func(ctl string) (string, error) {
+		var d string
+		if c.kind == cgroupV1 {
+			d = filepath.Join(c.root, ctl, cgroupParent, name)
+		} else {
+			d = filepath.Join(c.v2Parent, cgroupParent+"-"+name)
+		}
+		for _, have := range set.dirs {
+			if have == d {
+				return d, nil
+			}
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+		set.dirs = append(set.dirs, d)
+		return d, nil
+	}
+	for _, f := range files {
+		d, err := dirOf(f.ctl)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(d, f.name), []byte(f.val), 0o644)
+		}
+		if err != nil && !(f.name == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+			set.remove()
+			return nil, fmt.Errorf("cgroup %s: %w", f.name, err)
+		}
+	}
+	for _, d := range set.dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			set.remove()
+			return nil, fmt.Errorf("enter cgroup %s: %w", d, err)
+		}
+	}
+	return set, nil
+}
+
+// remove deletes the cgroups. It is only used when entering them failed:
+// a command's cgroups stay after it ends and are reused by the next command
+// in the same slot (creating and removing cgroups on every command cost
+// more than the command), until the sandbox is deleted (removeSandbox).
+func (s *cgroupSet) remove() {
+	if s == nil {
+		return
+	}
+	for _, d := range s.dirs {
+		_ = unix.Rmdir(d)
+	}
+}
+
+// removeSandbox deletes the cgroups left by the commands of sandbox id.
+// Its processes are gone (the PID namespace ends with each command), but
+// the kernel may take a moment to release a cgroup: it retries briefly.
+// It then removes every other empty one: a sandbox deleted while its last
+// command was still being torn down, or removed by hand, left its cgroups
+// behind. The kernel refuses to remove a cgroup in use, and an idle one of
+// a live sandbox is simply made again by its next command.
+func (c cgroups) removeSandbox(id string) {
+	var mine, all []string
+	switch c.kind {
+	case cgroupV1:
+		for _, ctl := range cgroupControllers {
+			dir := filepath.Join(c.root, ctl, cgroupParent)
+			mine = append(mine, filepath.Join(dir, id+"-*"))
+			all = append(all, filepath.Join(dir, "sb-*"))
+		}
+	case cgroupV2:
+		mine = append(mine, filepath.Join(c.v2Parent, cgroupParent+"-"+id+"-*"))
+		all = append(all, filepath.Join(c.v2Parent, cgroupParent+"-sb-*"))
+	}
+	for _, p := range mine {
+		dirs, _ := filepath.Glob(p)
+		for _, d := range dirs {
+			for range 50 {
+				err := unix.Rmdir(d)
+				if err == nil || !errors.Is(err, unix.EBUSY) {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	}
+	for _, p := range all {
+		dirs, _ := filepath.Glob(p)
+		for _, d := range dirs {
+			_ = unix.Rmdir(d)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// fakeCgroupTree lays out cgroup files under a temporary root. The kernel's
+// semantics are not there; what the provider writes, and where, is.
+func fakeCgroupTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		if strings.HasSuffix(p, "/") {
+			if err := os.MkdirAll(full, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		plantFile(t, full, content, 0o644)
+	}
+	return root
+}
+
+func readCg(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("read %s: %v", path, err)
+	}
+	return string(b)
+}
+
+func TestCgroups(t *testing.T) {
+	t.Parallel()
+	res := providers.Resources{MemoryMB: 128, CPUs: 1.5, Pids: 64}
+	pid := strconv.Itoa(os.Getpid())
+	t.Run("v1-root", func(t *testing.T) {
+		root := fakeCgroupTree(t, map[string]string{"pids/": "", "memory/": "", "cpu/": ""})
+		c := detectCgroupsAt(root, "", 0)
+		if c.kind != cgroupV1 || len(c.controllers) != 3 {
+			t.Fatalf("detect = %+v", c)
+		}
+		if _, err := c.enter(os.Getpid(), "sb-x-0", res); err != nil {
+			t.Fatal(err)
+		}
+		for file, want := range map[string]string{
+			"pids/sandbox/sb-x-0/pids.max": "64", "pids/sandbox/sb-x-0/cgroup.procs": pid,
+			"memory/sandbox/sb-x-0/memory.limit_in_bytes": "134217728", "memory/sandbox/sb-x-0/cgroup.procs": pid,
+			"cpu/sandbox/sb-x-0/cpu.cfs_quota_us": "150000", "cpu/sandbox/sb-x-0/cpu.cfs_period_us": "100000",
+		} {
+			if got := readCg(t, filepath.Join(root, file)); got != want {
+				t.Errorf("%s = %q, want %q", file, got, want)
+			}
+		}
+		// The default pids limit applies without a request.
+		if _, err := c.enter(os.Getpid(), "sb-x-1", providers.Resources{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := readCg(t, filepath.Join(root, "pids/sandbox/sb-x-1/pids.max")); got != strconv.Itoa(defaultPids) {
+			t.Errorf("default pids.max = %q", got)
+		}
+	})
+	t.Run("v1-user", func(t *testing.T) {
+		root := fakeCgroupTree(t, map[string]string{"pids/": "", "memory/": ""})
+		c := detectCgroupsAt(root, "", 1000)
+		if c.kind != cgroupNone {
+			t.Fatalf("an unprivileged user on v1 got %+v", c)
+		}
+		err := c.check(providers.Resources{MemoryMB: 10})
+		if !errors.Is(err, providers.ErrUnsupported) || !strings.Contains(err.Error(), "Delegate=yes") {
+			t.Errorf("check(--memory) = %v, want ErrUnsupported with the way out", err)
+		}
+		if err := c.check(providers.Resources{Pids: 10}); err != nil {
+			t.Errorf("check(--pids) for a user = %v, want nil (RLIMIT_NPROC)", err)
+		}
+	})
+	t.Run("v2-root", func(t *testing.T) {
+		root := fakeCgroupTree(t, map[string]string{"cgroup.controllers": "cpuset cpu io memory pids", "cgroup.subtree_control": "cpu memory pids"})
+		c := detectCgroupsAt(root, "0::/init.scope\n", 0)
+		if c.kind != cgroupV2 || c.v2Parent != root || c.delegate != nil {
+			t.Fatalf("detect = %+v", c)
+		}
+		if _, err := c.enter(os.Getpid(), "sb-x-0", res); err != nil {
+			t.Fatal(err)
+		}
+		for file, want := range map[string]string{"sandbox-sb-x-0/pids.max": "64", "sandbox-sb-x-0/memory.max": "134217728",
+			"sandbox-sb-x-0/memory.swap.max": "0", "sandbox-sb-x-0/cpu.max": "150000 100000", "sandbox-sb-x-0/cgroup.procs": pid} {
+			if got := readCg(t, filepath.Join(root, file)); got != want {
+				t.Errorf("%s = %q, want %q", file, got, want)
+			}
+		}
+	})
+	t.Run("v2-delegated", func(t *testing.T) {
+		scope := "user.slice/user-1000.slice/run-1.scope"
+		root := fakeCgroupTree(t, map[string]string{"cgroup.controllers": "cpu memory pids",
+			scope + "/cgroup.controllers": "cpu memory pids", scope + "/cgroup.subtree_control": "", scope + "/cgroup.procs": pid})
+		c := detectCgroupsAt(root, "0::/"+scope+"\n", 1000)
+		if c.kind != cgroupV2 || c.v2Parent != filepath.Join(root, scope) || c.delegate == nil || !c.controllers["memory"] {
+			t.Fatalf("detect = %+v", c)
+		}
+		if err := c.check(res); err != nil {
+			t.Fatalf("check = %v", err)
+		}
+		// Without a request nothing is needed: no move.
+		if set, err := c.enter(os.Getpid(), "sb-x-0", providers.Resources{}); err != nil || set != nil {
+			t.Fatalf("enter without limits = %v, %v", set, err)
+		}
+		if _, err := os.Stat(filepath.Join(root, scope, cgroupCLILeaf)); err == nil {
+			t.Fatal("the process moved without a need")
+		}
+		if _, err := c.enter(os.Getpid(), "sb-x-1", providers.Resources{MemoryMB: 128}); err != nil {
+			t.Fatal(err)
+		}
+		for file, want := range map[string]string{cgroupCLILeaf + "/cgroup.procs": pid, "cgroup.subtree_control": "+pids +memory +cpu",
+			"sandbox-sb-x-1/memory.max": "134217728"} {
+			if got := readCg(t, filepath.Join(root, scope, file)); got != want {
+				t.Errorf("%s = %q, want %q", file, got, want)
+			}
+		}
+		// A later provider in the moved process finds the same parent.
+		again := detectCgroupsAt(root, "0::/"+scope+"/"+cgroupCLILeaf+"\n", 1000)
+		if again.v2Parent != filepath.Join(root, scope) {
+			t.Errorf("after the move the parent is %q", again.v2Parent)
+		}
+	})
+	t.Run("v2-not-delegated", func(t *testing.T) {
+		root := fakeCgroupTree(t, map[string]string{"cgroup.controllers": "cpu memory pids"})
+		if c := detectCgroupsAt(root, "0::/user.slice/missing.scope\n", 1000); c.kind != cgroupNone {
+			t.Errorf("detect = %+v, want none", c)
+		}
+	})
+}
+
+func TestLimitsFor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mem := hostMemory()
+	l := limitsFor(dir, providers.Resources{}, false)
+	if l.NProc != defaultPids || l.Data == 0 || l.Data > mem || l.FSize == 0 || l.TmpSize != mem/4 || !l.NoCores {
+		t.Errorf("defaults = %+v (host memory %d)", l, mem)
+	}
+	l = limitsFor(dir, providers.Resources{MemoryMB: 256, Pids: 50}, true)
+	if l.NProc != 50 || l.Data != 0 || l.TmpSize != 128<<20 || l.ShmSize != 64<<20 {
+		t.Errorf("with a cgroup memory limit = %+v", l)
+	}
+	l = limitsFor(dir, providers.Resources{MemoryMB: 256}, false)
+	if l.Data != 256<<20 {
+		t.Errorf("memory without a cgroup: data = %d, want the limit", l.Data)
+	}
+	if got := tmpfsOpts("mode=1777", 4096); got != "mode=1777,size=4096" {
+		t.Errorf("tmpfsOpts = %q", got)
+	}
+}
+
+// TestCgroupsReal checks, where this process may manage cgroups (root in
+// CI), that a command runs in its sandbox's cgroup with the limits asked
+// for, and that deleting the sandbox removes its cgroups.
+func TestCgroupsReal(t *testing.T) {
+	p := newTestProvider(t)
+	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
+		t.Logf("no cgroup this user may manage (%s): RLIMIT_NPROC bounds the sandbox, see TestEscape/25", p.cg.describe())
+		return
+	}
+	info, err := p.Create(context.Background(), providers.Spec{Resources: providers.Resources{Pids: 77}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mustRun(t, p, info.ID, "cat /proc/self/cgroup")
+	if !strings.Contains(got, info.ID+"-0") {
+		t.Errorf("/proc/self/cgroup in the sandbox:\n%s\nwant the sandbox's own cgroup", got)
+	}
+	var pattern string
+	if p.cg.kind == cgroupV1 {
+		pattern = filepath.Join(p.cg.root, "pids", cgroupParent, info.ID+"-*")
+	} else {
+		pattern = filepath.Join(p.cg.v2Parent, cgroupParent+"-"+info.ID+"-*")
+	}
+	dirs, _ := filepath.Glob(pattern)
+	if len(dirs) != 1 || readCg(t, filepath.Join(dirs[0], "pids.max")) != "77\n" {
+		t.Errorf("cgroups %v, want one with pids.max 77", dirs)
+	}
+	// An empty cgroup of a sandbox that no longer exists goes too.
+	stale := filepath.Join(filepath.Dir(dirs[0]), strings.Replace(filepath.Base(dirs[0]), info.ID, "sb-zzzzzzzzzz", 1))
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(context.Background(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _ := filepath.Glob(pattern); len(dirs) != 0 {
+		t.Errorf("deleting the sandbox left its cgroups: %v", dirs)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("a stale empty cgroup survived a delete: %s", stale)
+		os.Remove(stale)
+	}
+}

@@ -1,0 +1,299 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// plantFile writes a secret file, creating its directory, readable by all
+// (so that only the sandbox, not file permissions, keeps it hidden).
+func plantFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// plantSocket listens on a Unix socket at path until t ends.
+func plantSocket(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatalf("listen %s: %v", path, err)
+	}
+	t.Cleanup(func() { ln.Close(); os.Remove(path) })
+}
+
+// TestHostSecretsInvisible plants real secrets on the host, where a
+// careless sandbox would show them, and checks that no command, read or
+// download in the sandbox reaches them. It runs as root and (through
+// TestEscapeUnprivileged) as an unprivileged user.
+func TestHostSecretsInvisible(t *testing.T) {
+	tok := token(t)
+	secret := "leaked-" + tok // file contents; paths carry tok alone
+	// The invoking user's HOME, placed under a system directory the
+	// sandbox overlays (as for a service account such as
+	// /var/lib/jenkins), holding every kind of credential.
+	home, err := os.MkdirTemp("/var/tmp", "sandbox-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{
+		".ssh/id_ed25519", ".aws/credentials", ".config/gcloud/application_default_credentials.json",
+		".kube/config", ".docker/config.json", ".netrc", "project/.env", ".bash_history",
+	}
+	var paths []string
+	for _, f := range files {
+		p := filepath.Join(home, f)
+		plantFile(t, p, secret+"\n", 0o644)
+		paths = append(paths, p)
+	}
+	socks := []string{filepath.Join(home, ".ssh/agent.sock"), filepath.Join(home, ".gnupg/S.gpg-agent")}
+	for _, s := range socks {
+		plantSocket(t, s)
+	}
+	// A .env outside the workspace in the host's /tmp, as the CLI's own
+	// directory might be.
+	tmpEnv := filepath.Join(t.TempDir(), ".env")
+	plantFile(t, tmpEnv, "API_TOKEN="+secret+"\n", 0o644)
+	paths = append(paths, tmpEnv)
+	sshDir := t.TempDir()
+	socks = append(socks, filepath.Join(sshDir, "agent.1234"))
+	plantSocket(t, socks[len(socks)-1])
+
+	if os.Getuid() == 0 {
+		// Root's own files, and what the host hides from other users
+		// under /etc, restored afterwards.
+		rootSecret := "/root/.sandbox-secret-" + tok
+		plantFile(t, rootSecret, secret+"\n", 0o644)
+		t.Cleanup(func() { os.Remove(rootSecret) })
+		etcSecret := "/etc/sandbox-secret-" + tok
+		plantFile(t, etcSecret, secret+"\n", 0o600)
+		t.Cleanup(func() { os.Remove(etcSecret) })
+		paths = append(paths, rootSecret, etcSecret)
+		if _, err := os.Stat("/etc/ssh"); err != nil {
+			if err := os.Mkdir("/etc/ssh", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove("/etc/ssh") })
+		}
+		hostKey := "/etc/ssh/ssh_host_sandbox_" + tok + "_key"
+		plantFile(t, hostKey, secret+"\n", 0o600)
+		t.Cleanup(func() { os.Remove(hostKey) })
+		paths = append(paths, hostKey)
+		runUser := "/run/user/0/gnupg-" + tok + "/S.gpg-agent"
+		plantSocket(t, runUser)
+		t.Cleanup(func() { os.Remove(filepath.Dir(runUser)) })
+		socks = append(socks, runUser)
+		if _, err := os.Lstat("/run/docker.sock"); err != nil {
+			plantSocket(t, "/run/docker.sock")
+		}
+		socks = append(socks, "/run/docker.sock", "/var/run/docker.sock")
+	}
+	// Host variables that must not reach the sandbox.
+	t.Setenv("HOME", home)
+	t.Setenv("SSH_AUTH_SOCK", socks[0])
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("GITHUB_TOKEN", secret)
+	t.Setenv("DOCKER_HOST", "unix:///run/docker.sock")
+
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{Env: map[string]string{"NAMED": "given"}})
+
+	var script strings.Builder
+	script.WriteString("env | grep -c " + tok + "; echo $NAMED; ")
+	for _, f := range paths {
+		script.WriteString("cat '" + f + "' 2>/dev/null | grep -q " + secret + " && echo 'read " + f + "'; ")
+	}
+	for _, s := range socks {
+		script.WriteString("test -S '" + s + "' && /workspace/probe connect-unix '" + s + "' | grep -q ok && echo 'connected " + s + "'; ")
+	}
+	script.WriteString(`ls -A "$HOME" | grep -E '^\.(ssh|aws|kube|docker|gnupg|config|netrc)$'; `)
+	script.WriteString(`grep -c '` + tok + `' /proc/net/unix; test -e /sys/class/net && echo sys; echo end`)
+	probe, err := os.ReadFile(buildProbe(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(workspaceFile(p, id, "probe"), probe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := mustRun(t, p, id, script.String())
+	if got != "0\ngiven\n0\nend\n" {
+		t.Errorf("inside the sandbox:\n%s\nwant only the named variable and no secret", got)
+	}
+
+	// Links planted in the workspace, by the host and by the sandbox,
+	// to every secret: read, download and exec through them find
+	// nothing.
+	var links strings.Builder
+	for i, f := range paths {
+		if err := os.Symlink(f, workspaceFile(p, id, "hostlink"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+		links.WriteString("ln -s '" + f + "' /workspace/link" + strconv.Itoa(i) + "; ")
+	}
+	mustRun(t, p, id, links.String()+"true")
+	for i := range paths {
+		for _, name := range []string{"hostlink", "link"} {
+			path := "/workspace/" + name + strconv.Itoa(i)
+			b, _ := readAll(t, p, id, path)
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("read %s (-> %s) returned the secret", path, paths[i])
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := p.Download(context.Background(), id, "/workspace", &buf); err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	if bytes.Contains(buf.Bytes(), []byte(secret)) {
+		t.Errorf("the workspace download carried a secret")
+	}
+	if out := mustRun(t, p, id, "cat /workspace/*link* 2>/dev/null; echo end"); strings.Contains(out, secret) {
+		t.Errorf("exec read a secret through a link: %q", out)
+	}
+}
+
+func TestHostMasks(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Log("needs root to own files as other users; covered by the root run in CI")
+		return
+	}
+	base := t.TempDir()
+	layers := []layer{{Name: "var", Lower: "/var"}, {Name: "usr", Lower: "/usr"}}
+	mk := func(p string, uid int, mode os.FileMode, content string) string {
+		t.Helper()
+		full := filepath.Join(base, p)
+		if content == "" && !strings.Contains(filepath.Base(p), ".") {
+			if err := os.MkdirAll(full, mode); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			plantFile(t, full, content, mode)
+		}
+		if err := os.Chown(full, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return full
+	}
+	// Homes live under /var/tmp here; the layer check sees them as /var/…
+	own := mk("owned", 4242, 0o755, "")
+	shared := mk("shared", 0, 0o755, "")
+	passwd := mk("passwd.txt", 0, 0o644, "svc:x:4242:4242::"+own+":/bin/sh\ndaemon:x:1:1::"+shared+":/bin/sh\nbad line\nu:x:7:7::/home/u:/bin/sh\n")
+	got := hostMasks(layers, 1000, "", passwd)
+	if !strings.HasPrefix(base, "/var/") && !strings.HasPrefix(base, "/usr/") {
+		// TMPDIR is not under a layer: nothing of it may be masked.
+		if slices.Contains(got, own) {
+			t.Errorf("masked %s outside every layer", own)
+		}
+		layers = append(layers, layer{Name: strings.Split(strings.TrimPrefix(base, "/"), "/")[0]})
+		got = hostMasks(layers, 1000, "", passwd)
+	}
+	if !slices.Contains(got, own) {
+		t.Errorf("hostMasks = %v, want the home %s its user owns", got, own)
+	}
+	if slices.Contains(got, shared) {
+		t.Errorf("hostMasks = %v masks %s, a home the user does not own", got, shared)
+	}
+	// The invoking user's HOME under a layer is masked too.
+	mine := mk("mine", 1000, 0o755, "")
+	if got := hostMasks(layers, 1000, mine, passwd); !slices.Contains(got, mine) {
+		t.Errorf("hostMasks = %v, want the invoking user's HOME %s", got, mine)
+	}
+	// Root: unreadable, non-empty entries of the scanned directories.
+	scan := t.TempDir()
+	for name, spec := range map[string]struct {
+		mode    os.FileMode
+		content string
+	}{"key.pem": {0o600, "k"}, "lock.pwd": {0o600, ""}, "pub.txt": {0o644, "p"}} {
+		plantFile(t, filepath.Join(scan, name), spec.content, spec.mode)
+	}
+	if err := os.Mkdir(filepath.Join(scan, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	got = unreadableEntries(scan)
+	want := []string{filepath.Join(scan, "key.pem"), filepath.Join(scan, "private")}
+	if !slices.Equal(got, want) {
+		t.Errorf("unreadableEntries = %v, want %v", got, want)
+	}
+}
+
+func TestCachedMasks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	scan := filepath.Join(dir, "scan")
+	if err := os.Mkdir(scan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, maskCacheFile)
+	calls := 0
+	compute := func() []string { calls++; return []string{"/m" + strconv.Itoa(calls)} }
+	get := func(extra string) []string { return cachedMasks(cache, extra, []string{scan}, compute) }
+	first := get("uid=0")
+	if again := get("uid=0"); calls != 1 || !slices.Equal(again, first) {
+		t.Fatalf("second call computed again (%d) or differs: %v vs %v", calls, again, first)
+	}
+	// A new entry in a scanned directory is noticed.
+	plantFile(t, filepath.Join(scan, "new-secret"), "x", 0o600)
+	if got := get("uid=0"); calls != 2 || slices.Equal(got, first) {
+		t.Errorf("a new entry did not recompute: calls %d, %v", calls, got)
+	}
+	// So is a different user or HOME.
+	get("uid=1000")
+	if calls != 3 {
+		t.Errorf("another key did not recompute: calls %d", calls)
+	}
+	// A damaged cache is recomputed.
+	if err := os.WriteFile(cache, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	get("uid=1000")
+	if calls != 4 {
+		t.Errorf("a damaged cache was used: calls %d", calls)
+	}
+}
+
+func TestSanitizedCopy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "shadow")
+	plantFile(t, src, "root:$6$salt$hash:20228:0:99999:7:::\nalice:$y$j9T$abc$def:20228:0:99999:7:::\nbob:!:1::::::\n", 0o640)
+	fi, err := os.Lstat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "copy")
+	if err := sanitizedCopy(src, dst, fi); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "root:*:20228:0:99999:7:::\nalice:*:20228:0:99999:7:::\nbob:*:1::::::\n"
+	if string(b) != want {
+		t.Errorf("sanitized = %q, want %q", b, want)
+	}
+	if got, _ := os.Lstat(dst); got == nil || got.Mode().Perm() != 0o640 {
+		t.Errorf("mode of the copy: %v", got)
+	}
+}

@@ -1,0 +1,204 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// newWeakProvider returns a provider in the weak mode.
+func newWeakProvider(t *testing.T) *Provider {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := New(providers.Config{StateDir: dir, Getenv: func(k string) (string, bool) {
+		if k == weakEnvVar {
+			return "1", true
+		}
+		return "", false
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeTree(dir) })
+	return p
+}
+
+// TestWeakMode checks the opt-in mode without namespaces. It needs an
+// unprivileged user (root is refused); the root run covers it through
+// TestEscapeUnprivileged.
+func TestWeakMode(t *testing.T) {
+	p := newWeakProvider(t)
+	ctx := context.Background()
+	if os.Getuid() == 0 {
+		_, err := p.Create(ctx, providers.Spec{})
+		if !errors.Is(err, providers.ErrUnavailable) || !strings.Contains(err.Error(), "only for unprivileged users") {
+			t.Fatalf("weak mode as root: %v, want a refusal", err)
+		}
+		return
+	}
+	id := newSandbox(t, p, providers.Spec{})
+	info, err := p.Get(ctx, id)
+	if err != nil || info.Isolation != isolationWeak {
+		t.Fatalf("Get = %+v, %v; want isolation %q", info, err, isolationWeak)
+	}
+	port := listener(t)
+	r := run(t, p, id, `pwd; echo $HOME; ls /home /root >/dev/null 2>&1 && echo homes-readable; cat /etc/shadow >/dev/null 2>&1 && echo shadow;
+		(echo x > /etc/w) 2>/dev/null && echo etc-written; echo data > f; cat f; mkdir -p sub;
+		grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | awk '{print $2}' | tr '\n' ' '; echo;
+		bash -c 'exec 3<>/dev/tcp/127.0.0.1/`+strconv.Itoa(port)+`' 2>/dev/null && echo tcp-connected;
+		unshare -Ur true 2>/dev/null && echo userns;
+		(setsid sh -c 'sleep 1; touch `+workspaceFile(p, id, "survivor")+`' >/dev/null 2>&1 &) ; echo end`)
+	ws := workspaceFile(p, id, "")
+	want := strings.TrimSuffix(ws, "/") + "\n" + filepath.Join(p.dir, id, homeDirName) + "\ndata\n0000000000000000 1 2 \nend\n"
+	if r.err != nil || r.stdout != want {
+		t.Errorf("weak exec:\n got %q (err %v)\nwant %q", r.stdout, r.err, want)
+	}
+	if !strings.Contains(r.stderr, "WEAK ISOLATION") {
+		t.Errorf("stderr lacks the weak-mode banner: %q", r.stderr)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Lstat(workspaceFile(p, id, "survivor")); err == nil {
+		t.Error("a setsid'd child outlived the command in the weak mode")
+	}
+	// RLIMIT_NPROC would count the user's host processes here: it is
+	// left alone unless asked for.
+	var host unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &host); err != nil {
+		t.Fatal(err)
+	}
+	wantU := "unlimited\n"
+	if host.Cur != unix.RLIM_INFINITY {
+		wantU = strconv.FormatUint(host.Cur, 10) + "\n"
+	}
+	if got := mustRun(t, p, id, "bash -c 'ulimit -u'"); got != wantU {
+		t.Errorf("ulimit -u in the weak mode = %q, want the host's %q", got, wantU)
+	}
+	// File operations take sandbox paths and answer with them.
+	writeString(t, p, id, "/workspace/sub/a.txt", "hello")
+	if b, err := readAll(t, p, id, "/workspace/sub/a.txt"); err != nil || string(b) != "hello" {
+		t.Errorf("read back: %q, %v", b, err)
+	}
+	infos, err := p.ListDir(ctx, id, "/workspace/sub", 1)
+	if err != nil || len(infos) != 1 || infos[0].Path != "/workspace/sub/a.txt" {
+		t.Errorf("ListDir = %+v, %v; want /workspace/sub/a.txt", infos, err)
+	}
+	if _, err := p.Stat(ctx, id, "/workspace/nope"); !errors.Is(err, providers.ErrNotFound) || strings.Contains(err.Error(), ws) {
+		t.Errorf("Stat of a missing file: %v (want ErrNotFound without the host path)", err)
+	}
+	if _, err := readAll(t, p, id, "/etc/shadow"); err == nil {
+		t.Error("read /etc/shadow in the weak mode")
+	}
+	// A timeout ends the command and what it started.
+	start := time.Now()
+	// (Paths are the host's here, so the loop waits on the host path.)
+	hostWait := "while [ ! -e " + workspaceFile(p, id, "go") + " ]; do sleep 0.05; done"
+	r = run(t, p, id, "setsid sh -c '"+hostWait+"; touch "+workspaceFile(p, id, "late")+"' >/dev/null 2>&1 & sleep 30",
+		func(r *providers.ExecRequest) { r.Timeout = time.Second })
+	if !errors.Is(r.err, providers.ErrTimeout) {
+		t.Fatalf("timeout in the weak mode: %v", r.err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the timed-out exec returned after %v: something kept its output open", d)
+	}
+	if err := os.WriteFile(workspaceFile(p, id, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if _, err := os.Lstat(workspaceFile(p, id, "late")); err == nil {
+		t.Error("a background process survived the timeout in the weak mode")
+	}
+}
+
+// TestNoUserNamespaces runs the CLI where user namespaces are turned off:
+// inside a user namespace of its own whose user.max_user_namespaces is 0
+// (the limit is per namespace and binds everything below it; the probe's
+// "nouserns" op sets it up), so that the machine's own setting, which other
+// tests rely on, never changes. It checks a clear error with the fix (exit
+// 125) as root and as an unprivileged user, and the opt-in weak mode
+// working and labelled.
+func TestNoUserNamespaces(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Log("needs root to switch to the unprivileged user as well; the CI run is root")
+		return
+	}
+	probe := buildProbe(t)
+	dir := worldDir(t)
+	bin := filepath.Join(dir, "sandbox")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agentbox/sandbox/cmd/sandbox")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the CLI: %v\n%s", err, out)
+	}
+	userDir := filepath.Join(dir, "user")
+	if err := os.Mkdir(userDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(userDir, unprivUID, unprivUID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeTree(userDir) })
+	rootState := t.TempDir()
+	type outcome struct {
+		code           int
+		stdout, stderr string
+	}
+	cli := func(unpriv, weak bool, args ...string) outcome {
+		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + userDir, "XDG_STATE_HOME=" + filepath.Join(userDir, "state")}
+		name := probe
+		args = append([]string{"nouserns", bin}, args...)
+		if unpriv {
+			args = append([]string{"--reuid=" + strconv.Itoa(unprivUID), "--regid=" + strconv.Itoa(unprivUID), "--clear-groups", probe}, args...)
+			name = "setpriv"
+		} else {
+			env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + rootState, "XDG_STATE_HOME=" + rootState}
+		}
+		if weak {
+			env = append(env, weakEnvVar+"=1")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = env
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			code = -1
+		}
+		return outcome{code, so.String(), se.String()}
+	}
+	asRoot := cli(false, false, "exec", "-y", "--", "true")
+	asUser := cli(true, false, "exec", "-y", "--", "true")
+	weak := cli(true, true, "exec", "-y", "--", "sh", "-c", "echo inside")
+	weakInfo := cli(true, true, "create", "--json")
+	rootWeak := cli(false, true, "exec", "-y", "--", "true")
+
+	for name, o := range map[string]outcome{"root": asRoot, "unprivileged": asUser} {
+		if o.code != 125 || !strings.Contains(o.stderr, "user.max_user_namespaces") || !strings.Contains(o.stderr, "sysctl -w") ||
+			!strings.Contains(o.stderr, "apparmor_restrict_unprivileged_userns") || !strings.Contains(o.stderr, weakEnvVar+"=1") {
+			t.Errorf("%s without user namespaces: exit %d, stderr %q; want 125 with the sysctl and AppArmor hints and the weak mode", name, o.code, o.stderr)
+		}
+	}
+	if weak.code != 0 || weak.stdout != "inside\n" || !strings.Contains(weak.stderr, "WEAK ISOLATION") || !strings.Contains(weak.stderr, "warning") {
+		t.Errorf("weak mode: exit %d, stdout %q, stderr %q; want the command's output and the weak-mode labels", weak.code, weak.stdout, weak.stderr)
+	}
+	if weakInfo.code != 0 || !strings.Contains(weakInfo.stdout, `"isolation":"weak"`) {
+		t.Errorf("create --json in the weak mode: exit %d, %q; want \"isolation\":\"weak\"", weakInfo.code, weakInfo.stdout)
+	}
+	if rootWeak.code != 125 || !strings.Contains(rootWeak.stderr, "only for unprivileged users") {
+		t.Errorf("weak mode as root: exit %d, stderr %q; want 125 and a refusal", rootWeak.code, rootWeak.stderr)
+	}
+}
