@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -163,7 +164,10 @@ func TestLimitsFor(t *testing.T) {
 
 // TestCgroupsReal checks, where this process may manage cgroups (root in
 // CI), that a command runs in its sandbox's cgroup with the limits asked
-// for, and that deleting the sandbox removes its cgroups.
+// for, both as the sandbox's first operation (a cold init, in its slot's
+// cgroup) and in a reused sandbox (through its holder, whose cgroup every
+// operation it runs is born in), and that deleting the sandbox removes its
+// cgroups.
 func TestCgroupsReal(t *testing.T) {
 	p := newTestProvider(t)
 	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
@@ -178,6 +182,26 @@ func TestCgroupsReal(t *testing.T) {
 	if !strings.Contains(got, info.ID+"-0") {
 		t.Errorf("/proc/self/cgroup in the sandbox:\n%s\nwant the sandbox's own cgroup", got)
 	}
+	// The second operation, and a file operation, run through the
+	// holder, in its cgroup.
+	for range 2 {
+		got = mustRun(t, p, info.ID, "cat /proc/self/cgroup; cat /proc/1/cgroup")
+		if n := strings.Count(got, info.ID+"-"+holderCgroup); n < 2 {
+			t.Errorf("/proc/self/cgroup and /proc/1/cgroup in a reused sandbox:\n%s\nwant the holder's cgroup for the command and its spare", got)
+		}
+	}
+	if rc, err := p.ReadFile(context.Background(), info.ID, "/proc/self/cgroup"); err != nil {
+		t.Errorf("file operation through the holder: %v", err)
+	} else {
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		if !strings.Contains(string(b), info.ID+"-"+holderCgroup) {
+			t.Errorf("/proc/self/cgroup read by a file operation through the holder:\n%s\nwant the holder's cgroup", b)
+		}
+	}
+	if _, alive := liveHolder(filepath.Join(p.dir, info.ID)); !alive {
+		t.Errorf("no holder after the second operation")
+	}
 	var pattern string
 	if p.cg.kind == cgroupV1 {
 		pattern = filepath.Join(p.cg.root, "pids", cgroupParent, info.ID+"-*")
@@ -185,8 +209,16 @@ func TestCgroupsReal(t *testing.T) {
 		pattern = filepath.Join(p.cg.v2Parent, cgroupParent+"-"+info.ID+"-*")
 	}
 	dirs, _ := filepath.Glob(pattern)
-	if len(dirs) != 1 || readCg(t, filepath.Join(dirs[0], "pids.max")) != "77\n" {
-		t.Errorf("cgroups %v, want one with pids.max 77", dirs)
+	if len(dirs) != 2 {
+		t.Errorf("cgroups %v, want the first command's slot's and the holder's", dirs)
+	}
+	for _, d := range dirs {
+		if got := readCg(t, filepath.Join(d, "pids.max")); got != "77\n" {
+			t.Errorf("%s/pids.max = %q, want 77", d, got)
+		}
+	}
+	if len(dirs) == 0 {
+		t.FailNow()
 	}
 	// An empty cgroup of a sandbox that no longer exists goes too.
 	stale := filepath.Join(filepath.Dir(dirs[0]), strings.Replace(filepath.Base(dirs[0]), info.ID, "sb-zzzzzzzzzz", 1))

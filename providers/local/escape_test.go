@@ -712,20 +712,36 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 	}
 	t.Cleanup(func() { _ = e.p.Delete(context.Background(), info.ID) })
 	e.installProbe(t, info.ID)
-	if r := e.runRow(t, info.ID, tok, `$P procs 500`); r.err != nil || !withinCount(r.stdout, 40, 64) {
-		t.Errorf("pids 64: started %q (err %v, stderr %q)", r.stdout, r.err, r.stderr)
+	// The first operation runs in a cold init, the next ones through the
+	// sandbox's holder: the limit must hold on both paths.
+	for _, path := range []string{"first operation", "through the holder"} {
+		if r := e.runRow(t, info.ID, tok, `$P procs 500`); r.err != nil || !withinCount(r.stdout, 40, 64) {
+			t.Errorf("pids 64, %s: started %q (err %v, stderr %q)", path, r.stdout, r.err, r.stderr)
+		}
 	}
-	// A real fork bomb, ended by a timeout; meanwhile the host forks.
-	bomb := make(chan result, 1)
-	go func() {
-		bomb <- e.runRow(t, info.ID, tok, `bomb() { bomb | bomb & }; bomb; exec sleep 30`, func(r *providers.ExecRequest) { r.Timeout = 4 * time.Second })
-	}()
+	assertHolder(t, e.p, info.ID)
+	// A real fork bomb, ended by a timeout, in a reused sandbox (through
+	// its holder) and as a fresh sandbox's first operation; meanwhile the
+	// host forks.
+	fresh, err := e.p.Create(ctx, providers.Spec{Resources: providers.Resources{Pids: 64}})
+	if err != nil {
+		t.Fatalf("create with pids 64: %v", err)
+	}
+	t.Cleanup(func() { _ = e.p.Delete(context.Background(), fresh.ID) })
+	bombs := make(chan result, 2)
+	for _, bid := range []string{info.ID, fresh.ID} {
+		go func() {
+			bombs <- e.runRow(t, bid, tok, `bomb() { bomb | bomb & }; bomb; exec sleep 30`, func(r *providers.ExecRequest) { r.Timeout = 4 * time.Second })
+		}()
+	}
 	time.Sleep(time.Second)
 	if out, err := exec.Command("sh", "-c", "echo responsive").Output(); err != nil || string(out) != "responsive\n" {
-		t.Errorf("the host could not start a process during the fork bomb: %v", err)
+		t.Errorf("the host could not start a process during the fork bombs: %v", err)
 	}
-	if r := <-bomb; !errors.Is(r.err, providers.ErrTimeout) {
-		t.Errorf("fork bomb: %v, want the timeout to end it", r.err)
+	for range 2 {
+		if r := <-bombs; !errors.Is(r.err, providers.ErrTimeout) {
+			t.Errorf("fork bomb: %v, want the timeout to end it", r.err)
+		}
 	}
 
 	// Memory: a per-process data limit always; a cgroup limit for the
@@ -743,10 +759,14 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 		}
 		t.Cleanup(func() { _ = e.p.Delete(context.Background(), info.ID) })
 		e.installProbe(t, info.ID)
-		r := e.runRow(t, info.ID, tok, `$P hog 1024`)
-		if r.err != nil || strings.Contains(r.stdout, "ok") || (r.code != 137 && !strings.Contains(r.stdout, "denied")) {
-			t.Errorf("memory hog under a 128 MiB limit: %q, exit %d, err %v", r.stdout, r.code, r.err)
+		// Cold (first operation), then through the holder.
+		for _, path := range []string{"first operation", "through the holder"} {
+			r := e.runRow(t, info.ID, tok, `$P hog 1024`)
+			if r.err != nil || strings.Contains(r.stdout, "ok") || (r.code != 137 && !strings.Contains(r.stdout, "denied")) {
+				t.Errorf("memory hog under a 128 MiB limit, %s: %q, exit %d, err %v", path, r.stdout, r.code, r.err)
+			}
 		}
+		assertHolder(t, e.p, info.ID)
 		// /tmp is sized to the limit as well.
 		if r := e.runRow(t, info.ID, tok, denyShell(`fallocate -l 200M /tmp/fill`)); r.stdout != "denied\n" {
 			t.Errorf("/tmp beyond half the memory limit: %q", r.stdout)
@@ -781,6 +801,15 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 	fsize, _ := strconv.ParseUint(lines[3], 10, 64)
 	if free > 0 && (fsize == 0 || fsize > free) {
 		t.Errorf("file size limit %d, free space %d", fsize, free)
+	}
+}
+
+// assertHolder fails unless sandbox id has a live holder, i.e. its
+// operations after the first ran through it.
+func assertHolder(t *testing.T, p *Provider, id string) {
+	t.Helper()
+	if _, alive := liveHolder(filepath.Join(p.dir, id)); !alive {
+		t.Errorf("sandbox %s has no holder: its later operations did not run through one", id)
 	}
 }
 

@@ -13,7 +13,13 @@ import (
 
 // Resource limits. Every command gets rlimits; where the host lets this
 // process manage cgroups (root on cgroup v1 or v2, or a delegated cgroup v2
-// subtree) the command's init is also placed in a cgroup of its own:
+// subtree) the command's init is also placed in cgroups: a cold init (a
+// sandbox's first operation, or any operation without a holder) in those
+// of its work slot, a holder in the sandbox's holder cgroups before it
+// forks its first spare, so that every operation it runs is born inside
+// them and the limits bound them together (see startHolderProcess). The
+// rlimits and tmpfs sizes below are computed in fillConfig, once per
+// holder or cold init, and are the same on both paths:
 //
 //   - pids: RLIMIT_NPROC always. Since Linux 5.14 the count is kept per user
 //     namespace, and every command has its own, so the limit bounds the

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -195,7 +196,10 @@ func TestNoUserNamespaces(t *testing.T) {
 	if weak.code != 0 || weak.stdout != "inside\n" || !strings.Contains(weak.stderr, "WEAK ISOLATION") || !strings.Contains(weak.stderr, "warning") {
 		t.Errorf("weak mode: exit %d, stdout %q, stderr %q; want the command's output and the weak-mode labels", weak.code, weak.stdout, weak.stderr)
 	}
-	if weakInfo.code != 0 || !strings.Contains(weakInfo.stdout, `"isolation":"weak"`) {
+	var info struct {
+		Isolation string `json:"isolation"`
+	}
+	if weakInfo.code != 0 || json.Unmarshal([]byte(weakInfo.stdout), &info) != nil || info.Isolation != "weak" {
 		t.Errorf("create --json in the weak mode: exit %d, %q; want \"isolation\":\"weak\"", weakInfo.code, weakInfo.stdout)
 	}
 	if rootWeak.code != 125 || !strings.Contains(rootWeak.stderr, "only for unprivileged users") {
