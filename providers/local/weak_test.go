@@ -99,6 +99,14 @@ func TestWeakMode(t *testing.T) {
 	if _, err := readAll(t, p, id, "/etc/shadow"); err == nil {
 		t.Error("read /etc/shadow in the weak mode")
 	}
+	// The weak mode has no namespaces in which a holder could keep the
+	// sandbox's mounts: however many operations ran, none started one.
+	if _, alive := liveHolder(filepath.Join(p.dir, id)); alive {
+		t.Error("the weak mode started a holder")
+	}
+	if _, err := os.Lstat(filepath.Join(p.dir, id, holderPidFile)); err == nil {
+		t.Error("the weak mode recorded a holder")
+	}
 	// A timeout ends the command and what it started.
 	start := time.Now()
 	// (Paths are the host's here, so the loop waits on the host path.)
