@@ -209,8 +209,11 @@ func TestCgroupsReal(t *testing.T) {
 		pattern = filepath.Join(p.cg.v2Parent, cgroupParent+"-"+info.ID+"-*")
 	}
 	dirs, _ := filepath.Glob(pattern)
-	if len(dirs) != 2 {
-		t.Errorf("cgroups %v, want the first command's slot's and the holder's", dirs)
+	// The first command's slot cgroup is idle now: a delete of another
+	// sandbox running in parallel may sweep it (see removeSandbox). The
+	// holder's is in use and must be there.
+	if len(dirs) == 0 || !strings.HasSuffix(dirs[len(dirs)-1], info.ID+"-"+holderCgroup) || len(dirs) > 2 {
+		t.Errorf("cgroups %v, want the holder's (and the first command's slot's, unless swept)", dirs)
 	}
 	for _, d := range dirs {
 		if got := readCg(t, filepath.Join(d, "pids.max")); got != "77\n" {
