@@ -509,15 +509,7 @@ func runSpare() int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	if err := enterRoot(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
-	}
-	if err := setupNetwork(&cfg); err != nil {
-		rep.setupFail(err)
-		return 125
-	}
-	abi, err := harden(&cfg)
+	abi, err := prepare(&cfg, enterRoot, setupNetwork)
 	if err != nil {
 		rep.setupFail(err)
 		return 125

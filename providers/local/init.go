@@ -75,22 +75,11 @@ func runInit(ready *spareReady) int {
 		rep.landlock = ready.landlock
 		rep.reapAll = true
 	} else {
+		steps := []func(*initConfig) error{buildRoot, setupNetwork}
 		if cfg.Weak {
-			if err := weakSetup(&cfg); err != nil {
-				rep.setupFail(err)
-				return 125
-			}
-		} else {
-			if err := buildRoot(&cfg); err != nil {
-				rep.setupFail(err)
-				return 125
-			}
-			if err := setupNetwork(&cfg); err != nil {
-				rep.setupFail(err)
-				return 125
-			}
+			steps = []func(*initConfig) error{weakSetup}
 		}
-		abi, err := harden(&cfg)
+		abi, err := prepare(&cfg, steps...)
 		if err != nil {
 			rep.setupFail(err)
 			return 125
@@ -323,4 +312,17 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// prepare runs an init's setup steps in order (building its view of the
+// sandbox, its network) and then hardens the process, returning the
+// Landlock ABI in force. Cold inits and a holder's spares share it, so both
+// paths end equally hardened.
+func prepare(cfg *initConfig, steps ...func(*initConfig) error) (int, error) {
+	for _, step := range steps {
+		if err := step(cfg); err != nil {
+			return 0, err
+		}
+	}
+	return harden(cfg)
 }
