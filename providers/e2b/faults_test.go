@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/emulator"
 	"github.com/agentbox/sandbox/providers/local"
+	"github.com/agentbox/sandbox/providers/providertest"
 )
 
 // labelled returns a spec with a label unique to the test, so that the
@@ -225,7 +225,7 @@ func TestFaultMatrix(t *testing.T) {
 		// The start event and the first line fit in 150 bytes; the cut
 		// falls inside the stream, before the exit status.
 		remove := h.faults.Add(emulator.Fault{Method: "POST", Path: "/process.Process/Start", CutAfter: 150, Times: 1})
-		var out lockedBuffer
+		var out providertest.Buffer
 		start := time.Now()
 		_, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "echo line1; sleep 0.3; echo line2; sleep 0.3; echo line3; sleep 30", Stdout: &out})
 		remove()
@@ -425,24 +425,6 @@ func TestHostRouting(t *testing.T) {
 			t.Errorf("%s download: status %d body %q, want %d", tc.name, resp.StatusCode, body, tc.want)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestExecMissingCwd checks that a working directory that does not exist

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/providertest"
 )
 
 func TestExecExitCodes(t *testing.T) {
@@ -34,7 +35,7 @@ func TestExecExitCodes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var stderr syncBuffer
+			var stderr providertest.Buffer
 			tc.req.Stderr = &stderr
 			res, err := p.Exec(context.Background(), id, tc.req)
 			if err != nil {
@@ -117,7 +118,7 @@ func TestExecStreams(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	out := &syncBuffer{}
+	out := &providertest.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Exec(context.Background(), id, providers.ExecRequest{Shell: "echo a; sleep 5; echo b", Stdout: out})

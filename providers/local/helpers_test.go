@@ -1,15 +1,14 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/providertest"
 )
 
 // newTestProvider returns a provider whose state lives in a test directory.
@@ -41,24 +40,6 @@ func newSandbox(t testing.TB, p *Provider, spec providers.Spec) string {
 	return info.ID
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // result is what one command produced.
 type result struct {
 	stdout, stderr string
@@ -69,7 +50,7 @@ type result struct {
 // run executes a shell command in id.
 func run(t testing.TB, p *Provider, id, shell string, mod ...func(*providers.ExecRequest)) result {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb providertest.Buffer
 	req := providers.ExecRequest{Shell: shell, Stdout: &out, Stderr: &errb}
 	for _, m := range mod {
 		m(&req)

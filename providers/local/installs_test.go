@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/providertest"
 )
 
 // buildWheel writes a minimal pure-Python wheel of package name (module
@@ -129,7 +130,7 @@ python3 -m venv /workspace/venv
 		// sandbox's own sanitized /etc/shadow), then the package.
 		script += "useradd --system " + user + "\ndpkg -i ./" + filepath.Base(debFile) + " >/dev/null\n"
 	}
-	var out, errb syncBuffer
+	var out, errb providertest.Buffer
 	res, err := p.Exec(ctx, id, providers.ExecRequest{Argv: []string{"/bin/sh", "-s"}, Stdin: strings.NewReader(script), Stdout: &out, Stderr: &errb, Network: providers.NetworkOn})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("setup script: exit %d, err %v\nstdout %s\nstderr %s", res.ExitCode, err, out.String(), errb.String())

@@ -184,7 +184,7 @@ func (s *suite) execChecks(t *testing.T) {
 		defer cancel()
 		timer := time.AfterFunc(500*time.Millisecond, cancel)
 		defer timer.Stop()
-		req := providers.ExecRequest{Shell: "sleep 30", Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{}}
+		req := providers.ExecRequest{Shell: "sleep 30", Stdout: &Buffer{}, Stderr: &Buffer{}}
 		start := time.Now()
 		res, err := s.p.Exec(ctx, id, req)
 		elapsed := time.Since(start)
@@ -202,7 +202,7 @@ func (s *suite) execChecks(t *testing.T) {
 // for a good while after it did.
 func (s *suite) streaming(t *testing.T, id string) {
 	w := newSignalWriter()
-	req := providers.ExecRequest{Shell: "echo a; sleep 2; echo b", Stdout: w, Stderr: &lockedBuffer{}}
+	req := providers.ExecRequest{Shell: "echo a; sleep 2; echo b", Stdout: w, Stderr: &Buffer{}}
 	type result struct {
 		res providers.ExecResult
 		err error
@@ -244,7 +244,7 @@ func (s *suite) streaming(t *testing.T, id string) {
 // signalWriter closes fired on the first non-empty write and remembers
 // what that write held and when it happened.
 type signalWriter struct {
-	lockedBuffer
+	Buffer
 	once       sync.Once
 	fired      chan struct{}
 	mu         sync.Mutex
@@ -263,7 +263,7 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 			close(w.fired)
 		})
 	}
-	return w.lockedBuffer.Write(p)
+	return w.Buffer.Write(p)
 }
 
 func (w *signalWriter) first() (string, time.Time) {

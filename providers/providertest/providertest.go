@@ -169,7 +169,7 @@ func (s *suite) exec(t *testing.T, id string, req providers.ExecRequest) execOut
 	t.Helper()
 	ctx, cancel := callCtx(t)
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr Buffer
 	if req.Stdout == nil {
 		req.Stdout = &stdout
 	}
@@ -191,20 +191,20 @@ func describe(req providers.ExecRequest) string {
 
 func quote(s string) string { return "`" + s + "`" }
 
-// lockedBuffer is a bytes.Buffer safe for a provider that writes from
-// another goroutine while the test reads.
-type lockedBuffer struct {
+// Buffer is a bytes.Buffer safe for a provider that writes from another
+// goroutine while the test reads; provider tests use it for exec output.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
