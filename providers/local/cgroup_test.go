@@ -70,6 +70,24 @@ func TestCgroups(t *testing.T) {
 			t.Errorf("default pids.max = %q", got)
 		}
 	})
+	t.Run("v1-warm", func(t *testing.T) {
+		// prewarm writes this process into the pids cgroup it is in.
+		root := fakeCgroupTree(t, map[string]string{"pids/user.slice/": "", "memory/": ""})
+		c := detectCgroupsAt(root, "9:name=systemd:/\n8:pids:/user.slice\n7:memory:/\n", 0)
+		want := filepath.Join(root, "pids", "user.slice", "cgroup.procs")
+		if c.warm != want {
+			t.Fatalf("warm = %q, want %q", c.warm, want)
+		}
+		c.warmUp()
+		if got := readCg(t, want); got != pid {
+			t.Errorf("warm write = %q, want %q", got, pid)
+		}
+		// Without the pids controller there is nothing to warm.
+		root = fakeCgroupTree(t, map[string]string{"memory/": ""})
+		if c := detectCgroupsAt(root, "8:pids:/\n7:memory:/\n", 0); c.warm != "" {
+			t.Errorf("warm without pids = %q", c.warm)
+		}
+	})
 	t.Run("v1-user", func(t *testing.T) {
 		root := fakeCgroupTree(t, map[string]string{"pids/": "", "memory/": ""})
 		c := detectCgroupsAt(root, "", 1000)
@@ -174,10 +192,20 @@ func TestCgroupsReal(t *testing.T) {
 		t.Logf("no cgroup this user may manage (%s): RLIMIT_NPROC bounds the sandbox, see TestEscape/25", p.cg.describe())
 		return
 	}
+	if p.cg.warm != "" {
+		// Warming moves nothing: this process stays where it is.
+		before, _ := os.ReadFile("/proc/self/cgroup")
+		p.cg.warmUp()
+		if after, _ := os.ReadFile("/proc/self/cgroup"); string(after) != string(before) {
+			t.Errorf("warming moved the process:\n%s\nbefore:\n%s", after, before)
+		}
+	}
 	info, err := p.Create(context.Background(), providers.Spec{Resources: providers.Resources{Pids: 77}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The first (cold) command starts only once its init is in its
+	// cgroups, which the host sets up while the init builds its root.
 	got := mustRun(t, p, info.ID, "cat /proc/self/cgroup")
 	if !strings.Contains(got, info.ID+"-0") {
 		t.Errorf("/proc/self/cgroup in the sandbox:\n%s\nwant the sandbox's own cgroup", got)

@@ -618,6 +618,10 @@ func checkDeleteLinks(t *testing.T, e *escapeEnv, id, tok string) {
 	if _, err := os.Stat(filepath.Join(e.p.dir, info.ID)); err == nil {
 		t.Errorf("the sandbox directory survived")
 	}
+	waitTrashEmpty(t, e.p)
+	if _, err := os.Stat(e.secret); err != nil {
+		t.Errorf("the reaper removed the host's file: %v", err)
+	}
 }
 
 // checkBackgroundReaped (#21): background, setsid'd, nohup'd and

@@ -398,6 +398,33 @@ func TestGrep(t *testing.T) {
 	}
 }
 
+// TestDeleteSweepsTrash: trees a reaper never finished (it was killed, or
+// the host went down) are removed by the reaper of the next delete, and a
+// delete returns before the tree is gone.
+func TestDeleteSweepsTrash(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	left := filepath.Join(p.dir, trashDir, "sb-leftover.1")
+	if err := os.MkdirAll(filepath.Join(left, "upper", "etc", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(left, "upper", "etc", "deep", "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info, err := p.Create(context.Background(), providers.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, p, info.ID, "echo x > /etc/some-file")
+	if err := p.Delete(context.Background(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := p.List(context.Background(), providers.Filter{}); err != nil || len(list) != 0 {
+		t.Errorf("List after Delete = %v, %v", list, err)
+	}
+	waitTrashEmpty(t, p)
+}
+
 func TestDeleteKeepsHostDirs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -426,6 +453,12 @@ func TestDeleteKeepsHostDirs(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(p.dir, info.ID)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("sandbox directory still there: %v", err)
+	}
+	// The tree went to the trash, which a detached reaper empties,
+	// mode-000 directories included, without following the link.
+	waitTrashEmpty(t, p)
+	if b, err := os.ReadFile(hostFile); err != nil || string(b) != "keep" {
+		t.Errorf("host file after the reaper: %q, %v", b, err)
 	}
 	if _, err := p.Get(ctx, info.ID); !errors.Is(err, providers.ErrNotFound) {
 		t.Errorf("Get after Delete = %v", err)

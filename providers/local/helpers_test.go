@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,22 @@ func writeString(t testing.TB, p *Provider, id, path, data string) {
 	t.Helper()
 	if err := p.WriteFile(context.Background(), id, path, strings.NewReader(data), 0o644); err != nil {
 		t.Fatalf("WriteFile(%s): %v", path, err)
+	}
+}
+
+// waitTrashEmpty waits until the reaper has removed every deleted tree.
+func waitTrashEmpty(t testing.TB, p *Provider) {
+	t.Helper()
+	trash := filepath.Join(p.dir, trashDir)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left := trashEntries(trash)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trash still holds %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

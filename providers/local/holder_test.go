@@ -280,6 +280,13 @@ func TestColdPath(t *testing.T) {
 			t.Errorf("exit 3: %+v", r)
 		}
 	}
+	// The system layers are volatile overlays: a second cold mount of
+	// the same work directories clears the first one's dirty marker and
+	// sees what it wrote.
+	mustRun(t, p, id, "echo kept > /etc/cold-marker")
+	if got := mustRun(t, p, id, "cat /etc/cold-marker"); got != "kept\n" {
+		t.Errorf("a file written by one cold command, read by the next: %q", got)
+	}
 	caps := mustRun(t, p, id, "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u; grep NoNewPrivs /proc/self/status | awk '{print $2}'")
 	if caps != "0000000000000000\n1\n" {
 		t.Errorf("caps and NNP: %q", caps)

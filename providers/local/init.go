@@ -20,11 +20,15 @@ import (
 // provider starts /proc/self/exe with it as argv[0].
 const initArgv0 = "sandbox-local-init"
 
-// MaybeRunInit runs the sandbox init and exits when the process was started
-// as one by this provider; otherwise it returns at once. The program's main
+// MaybeRunInit runs the sandbox init (or the reaper that empties the
+// trash, see discard) and exits when the process was started as one by
+// this provider; otherwise it returns at once. The program's main
 // calls it first thing, and so does TestMain of every test binary that uses
 // the provider.
 func MaybeRunInit() {
+	if len(os.Args) == 2 && os.Args[0] == reapArgv0 {
+		os.Exit(runReaper(os.Args[1]))
+	}
 	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != spareArgv0) {
 		return
 	}
@@ -88,6 +92,12 @@ func runInit(ready *spareReady) int {
 	}
 	switch cfg.Mode {
 	case modeExec:
+		if cfg.Gated {
+			if b, err := ctlr.ReadByte(); err != nil || b != startByte {
+				rep.setupFail(errors.New("the host did not start the command"))
+				return 125
+			}
+		}
 		return runCommand(&cfg, rep)
 	case modeFile:
 		return serveFile(&cfg, rep, ctlr)

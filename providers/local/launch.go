@@ -125,6 +125,9 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 // locked to its OS thread, which stays alive until the init exits:
 // Pdeathsig fires when the starting thread ends, not when the process does.
 func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio, mount *os.File) (*proc, error) {
+	if cfg.Mode == modeExec {
+		p.cg.prewarm()
+	}
 	slotN, slot, err := acquireSlot(dir, p.layers)
 	if err != nil {
 		if mount != nil {
@@ -133,6 +136,7 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
 	p.fillConfig(dir, slotN, cfg, sharedNet)
+	cfg.Gated = cfg.Mode == modeExec
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		slot.Close()
@@ -248,20 +252,6 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	if err := <-started; err != nil {
 		return fail(startError(id, err))
 	}
-	if cfg.Mode == modeExec {
-		// The init waits for its configuration: it is in its cgroups
-		// before it starts anything. A cold command gets the cgroups of
-		// its slot; a holder's operations share the holder's (see
-		// startHolderProcess).
-		if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
-			pr.kill()
-			for _, f := range childEnds {
-				f.Close()
-			}
-			pr.finish()
-			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
-		}
-	}
 	for _, f := range childEnds {
 		f.Close()
 	}
@@ -270,6 +260,26 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		pr.kill()
 		pr.finish()
 		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
+	}
+	if cfg.Gated {
+		// The init builds its root meanwhile, and waits for the start
+		// byte before it starts anything: a cold command gets the
+		// cgroups of its slot; a holder's operations share the
+		// holder's (see startHolderProcess).
+		if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
+			pr.kill()
+			// An init whose setup failed meanwhile is gone, and so
+			// cannot be moved: its report is the real cause.
+			if last, got := pr.finish(); got && last.Setup {
+				return nil, setupErr(id, last)
+			}
+			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+		}
+		if _, err := ctlW.Write([]byte{startByte}); err != nil && !errors.Is(err, syscall.EPIPE) {
+			pr.kill()
+			pr.finish()
+			return nil, fmt.Errorf("local: sandbox %s: start the command: %w", id, err)
+		}
 	}
 	return pr, nil
 }

@@ -10,8 +10,9 @@ import (
 
 // The host and the init talk over three channels besides stdio:
 //
-//   - fd 3, control (host → init): one JSON line holding initConfig; for
-//     operations that stream data in (write, upload), a single commit byte
+//   - fd 3, control (host → init): one JSON line holding initConfig; a
+//     gated exec then waits for a start byte; for operations that stream
+//     data in (write, upload), a single commit byte
 //     follows once the host has delivered every byte on stdin. EOF without
 //     it means "abort": the init discards what it received.
 //   - fd 4, status (init → host): JSON lines of statusMsg.
@@ -22,6 +23,9 @@ const (
 	statusFD = 4
 	// commitByte confirms that the input stream is complete.
 	commitByte = 'C'
+	// startByte lets a gated cold init start its command (see
+	// initConfig.Gated).
+	startByte = 'S'
 )
 
 // Init modes: exec and file are one operation each (run by a cold init, or
@@ -66,6 +70,13 @@ type initConfig struct {
 	// Resources are the sandbox's requested limits; the host turns them
 	// into Limits and cgroups, the init never sees them.
 	Resources providers.Resources `json:"-"`
+	// Gated: the init builds and hardens the sandbox at once but starts
+	// the command only after a startByte on the control pipe. The host
+	// sends the configuration first and places the init in its cgroups
+	// while the init builds its root: moving a process between cgroups
+	// can wait for an RCU grace period (milliseconds on cgroup v1), which
+	// then overlaps the mounts instead of preceding them.
+	Gated bool `json:"gated,omitempty"`
 
 	// Exec mode.
 	Argv []string `json:"argv,omitempty"`

@@ -408,7 +408,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if err := stopHolder(dir); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
-	if err := removeTree(dir); err != nil {
+	if err := p.discard(dir, id); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
 	p.cg.removeSandbox(id)

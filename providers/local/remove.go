@@ -4,8 +4,11 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,4 +60,97 @@ func unlockDirs(dir string) {
 			unlockDirs(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// trashDir, under the provider's directory, holds the trees of deleted
+// sandboxes until a reaper has removed them.
+const trashDir = ".trash"
+
+// reapArgv0 is the marker that turns the binary into a reaper: a detached
+// process that empties the trash (see MaybeRunInit).
+const reapArgv0 = "sandbox-local-reap"
+
+// discard removes the sandbox tree dir without making the caller wait for
+// it: the tree is renamed into the trash (one rename on the same
+// filesystem) and a detached reaper removes it, so a delete costs the
+// caller a rename, not one unlink or rmdir per entry (about 0.2 ms per
+// directory on a journalled disk). Were the rename to fail, the tree is
+// removed in place. A reaper that dies leaves its trash to the next one.
+func (p *Provider) discard(dir, id string) error {
+	trash := filepath.Join(p.dir, trashDir)
+	if err := os.Mkdir(trash, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return removeTree(dir)
+	}
+	if err := os.Rename(dir, filepath.Join(trash, id+"."+strconv.FormatInt(time.Now().UnixNano(), 36))); err != nil {
+		return removeTree(dir)
+	}
+	p.startReaper(trash)
+	return nil
+}
+
+// startReaper starts a reaper for trash unless one is at work: a reaper
+// holds the trash lock while it removes and lists the trash again after
+// releasing it, so an entry renamed in while the lock was held is seen.
+func (p *Provider) startReaper(trash string) {
+	lock, err := os.OpenFile(filepath.Join(trash, trashLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return
+	}
+	busy := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
+	lock.Close()
+	if busy {
+		return
+	}
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe",
+		Args: []string{reapArgv0, trash},
+		Env:  []string{},
+		// Its own session: a Ctrl-C at the terminal is not for it.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return // the next delete starts one
+	}
+	// A long-lived caller (the TUI, serve) reaps it; a short one exits
+	// first and leaves it to the system.
+	go func() { _ = cmd.Wait() }()
+}
+
+// trashLock is the lock file a reaper holds while it works.
+const trashLock = ".lock"
+
+// runReaper empties the trash directory and returns the exit code.
+func runReaper(trash string) int {
+	// Background work: it yields the CPU to whatever runs in the
+	// foreground.
+	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, 10)
+	lock, err := os.OpenFile(filepath.Join(trash, trashLock), os.O_RDWR, 0)
+	if err != nil {
+		return 1
+	}
+	defer lock.Close()
+	for {
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			return 1
+		}
+		for _, name := range trashEntries(trash) {
+			_ = removeTree(filepath.Join(trash, name))
+		}
+		_ = unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+		if len(trashEntries(trash)) == 0 {
+			return 0
+		}
+	}
+}
+
+// trashEntries lists the trees waiting in the trash.
+func trashEntries(trash string) []string {
+	entries, _ := os.ReadDir(trash)
+	var out []string
+	for _, e := range entries {
+		if e.Name() != trashLock {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
