@@ -117,13 +117,20 @@ if want stream; then
 		if [ -s "$work/rss" ]; then tail -1 "$work/rss" >>"$work/$name.rss"; fi
 	}
 	tv="/usr/bin/time -f %M -o $work/rss"
+	# Each copy starts alike, untimed, on both sides: the previous version
+	# of its target removed just before (on a VM, writing into memory just
+	# freed and into memory the host has taken back differ by up to 5x).
 	for _ in $(seq "$BIG_RUNS"); do
 		timed stdout "$tv $sb --sandbox-id $sid exec -- head -c $bytes /dev/zero | cat >/dev/null"
 		timed cat "head -c $bytes /dev/zero | cat >/dev/null"
-		timed upload "$tv $sb --sandbox-id $sid upload --force $big /workspace/big"
-		timed cpup "rm -f $work/copy; cp $big $work/copy"
-		timed download "rm -f $work/down; $tv $sb --sandbox-id $sid download /workspace/big $work/down"
-		timed cpdown "rm -f $work/copy; cp $big $work/copy"
+		"$sb" --sandbox-id "$sid" exec -- rm -f /workspace/big 2>/dev/null
+		timed upload "$tv $sb --sandbox-id $sid upload $big /workspace/big"
+		rm -f "$work/copy"
+		timed cpup "cp $big $work/copy"
+		rm -f "$work/down"
+		timed download "$tv $sb --sandbox-id $sid download /workspace/big $work/down"
+		rm -f "$work/copy"
+		timed cpdown "cp $big $work/copy"
 	done
 	cmp "$big" "$work/down" || { echo "bench: downloaded file differs" >&2; exit 1; }
 	median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

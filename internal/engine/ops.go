@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -282,17 +281,21 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 		return fmt.Errorf("%d file(s) already exist in the sandbox (first: %s); pass --force to overwrite: %w", len(clash), clash[0], providers.ErrExists)
 	}
 
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(archive.PackAs(ctx, pw, root, name, entry))
-	}()
-	// Large reads: each read of an io.Pipe is a hand-off between
-	// goroutines.
-	src := newCountingReader(bufio.NewReaderSize(pr, 1<<20), total, o.Progress)
-	err = s.gate.Upload(approval.WithDetails(ctx, details), s.info.ID, dst, src)
-	pr.CloseWithError(errors.New("upload ended"))
+	// The tar stream goes through an OS pipe, file contents spliced into
+	// it: a provider that extracts in another process hands that process
+	// the pipe, and no byte passes through this one.
+	meter := newMeter(total, o.Progress)
+	stream, err := archive.PackPipe(ctx, root, name, entry, meter.add)
+	if err != nil {
+		return err
+	}
+	err = s.gate.Upload(approval.WithDetails(ctx, details), s.info.ID, dst, stream)
+	stream.Close() // a packing still under way (the upload failed) ends
+	if perr := stream.Wait(); err == nil && perr != nil {
+		err = perr
+	}
 	if err == nil {
-		src.report()
+		meter.report()
 	}
 	return err
 }
@@ -371,7 +374,7 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		return err
 	}
 	defer pr.Close()
-	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, archive.PipeSize)
 	errc := make(chan error, 1)
 	dctx, cancel := context.WithCancel(approval.WithDetails(ctx, details))
 	defer cancel()
@@ -380,14 +383,14 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		pw.Close()
 		errc <- err
 	}()
-	src := newCountingReader(bufio.NewReaderSize(pr, 1<<20), details.Bytes, o.Progress)
-	opts := archive.ExtractOptions{Force: o.Force}
+	meter := newMeter(details.Bytes, o.Progress)
+	opts := archive.ExtractOptions{Force: o.Force, Progress: meter.add}
 	dst := filepath.Base(abs)
 	if !rfi.IsDir() {
 		opts.SingleFileAs = dst
 		dst = "."
 	}
-	_, xerr := archive.Extract(ctx, src, root, dst, opts)
+	_, xerr := archive.Extract(ctx, pr, root, dst, opts)
 	if xerr != nil {
 		cancel()
 		pr.Close() // the writer stops with EPIPE
@@ -397,41 +400,37 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		return derr
 	}
 	if xerr == nil {
-		src.report()
+		meter.report()
 	}
 	return xerr
 }
 
-// countingReader reports progress as bytes flow.
-type countingReader struct {
-	r     io.Reader
+// meter reports a transfer's progress, at most every 100 ms.
+type meter struct {
 	n     int64
 	total int64
 	fn    func(done, total int64)
 	last  time.Time
 }
 
-// newCountingReader counts what is read from r and reports it to fn (which
-// may be nil) at most every 100 ms.
-func newCountingReader(r io.Reader, total int64, fn func(done, total int64)) *countingReader {
-	return &countingReader{r: r, total: total, fn: fn}
+// newMeter reports to fn (which may be nil) the bytes moved out of total.
+func newMeter(total int64, fn func(done, total int64)) *meter {
+	return &meter{total: total, fn: fn}
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if now := time.Now(); err != nil || now.Sub(c.last) > 100*time.Millisecond {
-		c.last = now
-		c.report()
+// add counts n more bytes.
+func (m *meter) add(n int64) {
+	m.n += n
+	if now := time.Now(); now.Sub(m.last) > 100*time.Millisecond {
+		m.last = now
+		m.report()
 	}
-	return n, err
 }
 
-// report passes the count so far to the callback. A transfer calls it once
-// more when it ends, since a reader such as tar may stop before EOF and the
-// last chunk would otherwise never be reported.
-func (c *countingReader) report() {
-	if c.fn != nil {
-		c.fn(c.n, c.total)
+// report passes the count so far to the callback; a transfer calls it once
+// more when it ends, so that the last bytes are reported.
+func (m *meter) report() {
+	if m.fn != nil {
+		m.fn(m.n, m.total)
 	}
 }

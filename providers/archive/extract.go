@@ -28,6 +28,9 @@ type ExtractOptions struct {
 	// ./b.txt` names its result. Any other archive is extracted under dst
 	// as usual.
 	SingleFileAs string
+	// Progress, when set, is told of the file contents written, as they
+	// are.
+	Progress func(n int64)
 }
 
 // Extract unpacks the tar stream r under dst, a directory inside root that
@@ -47,8 +50,8 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, dst string, opts E
 	if err != nil {
 		return nil, err
 	}
-	x := &extractor{ctx: ctx, root: root, dst: dst, force: opts.Force, dirs: map[string]bool{}}
-	tr := tar.NewReader(ctxReader{ctx, r})
+	x := &extractor{ctx: ctx, root: root, dst: dst, force: opts.Force, dirs: map[string]bool{}, progress: opts.Progress, buf: make([]byte, 1<<20)}
+	tr := NewReader(ctx, r)
 
 	var pending *tar.Header
 	if opts.SingleFileAs != "" {
@@ -87,10 +90,12 @@ type extractor struct {
 	// dirs holds directories known to be real directories (not symlinks).
 	dirs       map[string]bool
 	dstCreated bool
+	progress   func(int64)
+	buf        []byte
 }
 
 // next returns the next header worth handling, or nil at the end.
-func (x *extractor) next(tr *tar.Reader) (*tar.Header, error) {
+func (x *extractor) next(tr *Reader) (*tar.Header, error) {
 	for {
 		if err := x.ctx.Err(); err != nil {
 			return nil, err
@@ -119,7 +124,7 @@ func (x *extractor) next(tr *tar.Reader) (*tar.Header, error) {
 // written to a temporary file beside single; if the archive then ends, it
 // becomes single, otherwise it is moved under dst like any other entry and
 // the header that followed it is returned for the main loop.
-func (x *extractor) single(tr *tar.Reader, single string) (*tar.Header, error) {
+func (x *extractor) single(tr *Reader, single string) (*tar.Header, error) {
 	hdr, err := x.next(tr)
 	if err != nil || hdr == nil {
 		return nil, err
@@ -161,7 +166,7 @@ func (x *extractor) single(tr *tar.Reader, single string) (*tar.Header, error) {
 }
 
 // entry extracts one entry under dst.
-func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
+func (x *extractor) entry(tr *Reader, hdr *tar.Header) error {
 	name, err := entryName(hdr.Name)
 	if err != nil {
 		return err
@@ -320,13 +325,12 @@ func (x *extractor) checkTarget(target string) error {
 
 // writeTemp streams the current entry into a new temporary file in dir and
 // returns its name. On any failure the temporary file is removed.
-func (x *extractor) writeTemp(dir string, tr *tar.Reader, hdr *tar.Header) (string, error) {
+func (x *extractor) writeTemp(dir string, tr *Reader, hdr *tar.Header) (string, error) {
 	tmp, f, err := x.createTemp(dir)
 	if err != nil {
 		return "", err
 	}
-	// Large writes (io.Copy into a file would use 32 KiB ones).
-	_, err = io.CopyBuffer(struct{ io.Writer }{f}, tr, make([]byte, 1<<20))
+	_, err = tr.BodyTo(x.ctx, f, hdr, x.buf, x.progress)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

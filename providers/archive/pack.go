@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -130,12 +132,17 @@ func PackAs(ctx context.Context, w io.Writer, root *os.Root, name, as string) er
 			return fmt.Errorf("%s is a directory and cannot be packed as %q: %w", name, as, providers.ErrInvalid)
 		}
 	}
-	tw := tar.NewWriter(w)
+	return pack(ctx, NewWriter(w), root, name, as)
+}
+
+// pack writes the archive of PackAs to tw.
+func pack(ctx context.Context, tw *Writer, root *os.Root, name, as string) error {
+	buf := make([]byte, 1<<20)
 	err := walk(ctx, root, name, func(n node) error {
 		if as != "" {
 			n.rel = as
 		}
-		return packNode(ctx, tw, root, n)
+		return packNode(ctx, tw, root, n, buf)
 	})
 	if err != nil {
 		return err
@@ -147,7 +154,7 @@ func PackAs(ctx context.Context, w io.Writer, root *os.Root, name, as string) er
 }
 
 // packNode writes one header and, for a regular file, its contents.
-func packNode(ctx context.Context, tw *tar.Writer, root *os.Root, n node) error {
+func packNode(ctx context.Context, tw *Writer, root *os.Root, n node, buf []byte) error {
 	mode := n.info.Mode()
 	hdr := &tar.Header{
 		Name:    n.rel,
@@ -162,14 +169,14 @@ func packNode(ctx context.Context, tw *tar.Writer, root *os.Root, n node) error 
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, n.target
 		return writeHeader(tw, hdr)
 	case mode.IsRegular():
-		return packFile(ctx, tw, root, n, hdr)
+		return packFile(ctx, tw, root, n, hdr, buf)
 	default:
 		return nil // sockets, pipes and devices have no place in an archive
 	}
 }
 
 // packFile streams one regular file into tw.
-func packFile(ctx context.Context, tw *tar.Writer, root *os.Root, n node, hdr *tar.Header) error {
+func packFile(ctx context.Context, tw *Writer, root *os.Root, n node, hdr *tar.Header, buf []byte) error {
 	f, err := root.Open(n.full)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", n.full, err)
@@ -186,12 +193,7 @@ func packFile(ctx context.Context, tw *tar.Writer, root *os.Root, n node, hdr *t
 	if err := writeHeader(tw, hdr); err != nil {
 		return err
 	}
-	// Large writes into tw, often an io.Pipe: each write is a hand-off
-	// between goroutines.
-	copied, err := io.CopyBuffer(tw, io.LimitReader(ctxReader{ctx, f}, hdr.Size), make([]byte, 1<<20))
-	if err == nil && copied != hdr.Size {
-		err = io.ErrUnexpectedEOF
-	}
+	copied, err := tw.BodyFrom(ctx, f, hdr.Size, buf)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -201,9 +203,68 @@ func packFile(ctx context.Context, tw *tar.Writer, root *os.Root, n node, hdr *t
 	return nil
 }
 
-func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
+// headerWriter is a tar.Writer or a Writer.
+type headerWriter interface{ WriteHeader(*tar.Header) error }
+
+func writeHeader(tw headerWriter, hdr *tar.Header) error {
 	if err := tw.WriteHeader(hdr); err != nil {
 		return fmt.Errorf("write archive header for %s: %w", hdr.Name, err)
 	}
 	return nil
 }
+
+// Stream is a tar stream that a goroutine packs into an OS pipe (see
+// PackPipe). A provider that extracts it in another process can hand that
+// process the pipe itself (File) and learn from Wait whether the stream
+// was complete; any other reader simply reads it.
+type Stream struct {
+	f    *os.File
+	done chan struct{}
+	err  error
+}
+
+// PackPipe packs name (see PackAs) into a new pipe from a goroutine and
+// returns its read end. progress, when set, is told of the file contents
+// entering the pipe as they do (from the packing goroutine). The caller
+// must Close the stream; it may then Wait for the packing to end.
+func PackPipe(ctx context.Context, root *os.Root, name, as string, progress func(n int64)) (*Stream, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, PipeSize)
+	s := &Stream{f: r, done: make(chan struct{})}
+	go func() {
+		tw := NewWriter(w)
+		tw.Progress = progress
+		s.err = pack(ctx, tw, root, name, as)
+		w.Close()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// Read reads the stream. Where it ends early because the packing failed,
+// Read returns that error instead of io.EOF.
+func (s *Stream) Read(p []byte) (int, error) {
+	n, err := s.f.Read(p)
+	if err == io.EOF {
+		<-s.done
+		if s.err != nil {
+			return n, s.err
+		}
+	}
+	return n, err
+}
+
+// File is the read end of the pipe. It stays the stream's: Close closes it.
+func (s *Stream) File() *os.File { return s.f }
+
+// Wait waits for the packing to end and returns its error.
+func (s *Stream) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// Close closes the read end; a packing still under way then fails.
+func (s *Stream) Close() error { return s.f.Close() }

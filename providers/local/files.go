@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/archive"
 )
 
 // fileCall is one file operation about to run in a sandbox's init.
@@ -296,6 +297,9 @@ func (p *Provider) Upload(ctx context.Context, id, dst string, archive io.Reader
 // commit byte follows only a complete copy; on a reader error or a
 // cancelled ctx the init discards its temporary files.
 func (p *Provider) pushStream(ctx context.Context, fc *fileCall, r io.Reader) error {
+	if s, ok := r.(*archive.Stream); ok {
+		return p.pushPipe(ctx, fc, s)
+	}
 	fc.stdio.stdin = struct{ io.Reader }{r} // always through a pipe the provider feeds
 	pr, err := p.start(fc)
 	if err != nil {
@@ -330,6 +334,37 @@ func (p *Provider) pushStream(ctx context.Context, fc *fileCall, r io.Reader) er
 	default:
 		// Still blocked reading r: the init is gone, the copy ends on
 		// its next write.
+	}
+	_, err = fc.result(ctx, pr, last, got)
+	return err
+}
+
+// pushPipe is pushStream for a tar stream packed into an OS pipe: the init
+// reads that pipe itself, so the data never passes through this process,
+// and commits once the packing has ended complete.
+func (p *Provider) pushPipe(ctx context.Context, fc *fileCall, s *archive.Stream) error {
+	fc.stdio.stdin = s.File()
+	pr, err := p.start(fc)
+	if err != nil {
+		return err
+	}
+	packed := make(chan error, 1)
+	go func() {
+		err := s.Wait()
+		packed <- err
+		pr.closeCtl(err == nil && ctx.Err() == nil)
+	}()
+	stop := pr.watch(ctx, func() { pr.closeCtl(false) })
+	last, got := pr.finish()
+	stop()
+	select {
+	case err := <-packed:
+		if err != nil && !(got && last.Done) {
+			return &providers.Error{Provider: Name, Op: fc.op, Msg: "reading the input: " + err.Error() + " (nothing was written)", Err: err}
+		}
+	default:
+		// Still packing: the init is gone, the caller's Close of the
+		// stream ends the packing.
 	}
 	_, err = fc.result(ctx, pr, last, got)
 	return err

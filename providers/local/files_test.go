@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/archive"
 )
 
 func TestFileOperations(t *testing.T) {
@@ -524,5 +525,135 @@ func TestLifecycle(t *testing.T) {
 		if _, err := p.Get(ctx, bad); !errors.Is(err, providers.ErrNotFound) {
 			t.Errorf("Get(%q) = %v, want ErrNotFound", bad, err)
 		}
+	}
+}
+
+// hostTree writes a random file of size bytes and a small one under a new
+// directory and returns the directory, opened as a root, and the big
+// file's contents.
+func hostTree(t *testing.T, size int) (*os.Root, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	big := make([]byte, size)
+	_, _ = rand.Read(big)
+	if err := os.MkdirAll(filepath.Join(dir, "tree", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tree", "big.bin"), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tree", "sub", "small.txt"), []byte("small\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root, big
+}
+
+// TestUploadDownloadPipes: an upload packed into a pipe (archive.Stream)
+// is read by the init itself, and a download goes to a pipe the init
+// writes; both splice file contents. Run as a sandbox's first operation
+// (a cold init) and through its holder.
+func TestUploadDownloadPipes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	src, big := hostTree(t, 9<<20+3)
+	for i, dst := range []string{"/workspace/cold", "/workspace/warm"} {
+		s, err := archive.PackPipe(ctx, src, "tree", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Upload(ctx, id, dst, s)
+		s.Close()
+		if err != nil {
+			t.Fatalf("Upload %d: %v", i, err)
+		}
+		if err := s.Wait(); err != nil {
+			t.Fatalf("packing %d: %v", i, err)
+		}
+		if got := mustRun(t, p, id, "cat "+dst+"/sub/small.txt; stat -c %s "+dst+"/big.bin"); got != "small\n9437187\n" {
+			t.Errorf("after upload %d: %q", i, got)
+		}
+
+		out := t.TempDir()
+		root, err := os.OpenRoot(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			err := p.Download(ctx, id, dst, pw)
+			pw.Close()
+			errc <- err
+		}()
+		_, xerr := archive.Extract(ctx, pr, root, ".", archive.ExtractOptions{})
+		pr.Close()
+		root.Close()
+		if err := <-errc; err != nil || xerr != nil {
+			t.Fatalf("Download %d: %v; extract: %v", i, err, xerr)
+		}
+		if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
+			t.Errorf("big.bin after the round trip %d: %d bytes, %v", i, len(got), err)
+		}
+	}
+}
+
+// TestUploadPipeFailures: a packing that fails half-way leaves no partial
+// file (the init waits for the host's commit, which never comes), and an
+// upload the sandbox refuses returns promptly while the packing, blocked
+// on a full pipe, ends once the stream is closed.
+func TestUploadPipeFailures(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	src, _ := hostTree(t, 16<<20)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := archive.PackPipe(ctx, src, "tree", "", func(int64) { cancel() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Upload(context.Background(), id, "/workspace/half", s)
+	s.Close()
+	if err == nil {
+		t.Error("Upload of a stream whose packing failed = nil")
+	}
+	if s.Wait() == nil {
+		t.Error("the packing did not fail")
+	}
+	// Entries completed before the failure may stay (see
+	// TestUploadCancelLeavesNoPartialFile); the file being written may not,
+	// under its name or a temporary one.
+	if got := mustRun(t, p, id, "ls -A /workspace/half 2>/dev/null"); strings.Contains(got, "big") || strings.Contains(got, ".sandbox") {
+		t.Errorf("a failed upload left a partial file: %q", got)
+	}
+
+	mustRun(t, p, id, "echo file > /workspace/plain")
+	s, err = archive.PackPipe(context.Background(), src, "tree", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Upload(context.Background(), id, "/workspace/plain/under", s); err == nil {
+		t.Error("Upload under a regular file = nil")
+	}
+	s.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the packing of a refused upload ended without an error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the packing of a refused upload never ended")
 	}
 }

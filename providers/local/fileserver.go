@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/archive"
 )
 
 // serveFile performs one file operation inside the sandbox's view and
@@ -257,7 +259,9 @@ func serveUpload(dst string, ctl *bufio.Reader) error {
 		return err
 	}
 	defer root.Close()
-	tr := tar.NewReader(bufio.NewReaderSize(os.Stdin, copyBuf))
+	// Straight from the pipe, unbuffered: file contents are spliced from
+	// it into their files.
+	tr := archive.NewReader(context.Background(), os.Stdin)
 	buf := make([]byte, copyBuf)
 	for {
 		hdr, err := tr.Next()
@@ -307,7 +311,7 @@ func entryName(name string) (string, error) {
 }
 
 // extract creates one entry beneath root.
-func extract(root *os.Root, name string, hdr *tar.Header, r io.Reader, buf []byte) error {
+func extract(root *os.Root, name string, hdr *tar.Header, r *archive.Reader, buf []byte) error {
 	if dir := path.Dir(name); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -332,8 +336,7 @@ func extract(root *os.Root, name string, hdr *tar.Header, r io.Reader, buf []byt
 		if err != nil {
 			return err
 		}
-		// Hide ReadFrom, which would copy in 32 KiB pieces.
-		_, err = io.CopyBuffer(struct{ io.Writer }{f}, r, buf)
+		_, err = r.BodyTo(context.Background(), f, hdr, buf, nil)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -390,8 +393,8 @@ func serveDownload(src string, rep *reporter) error {
 		return err
 	}
 	rep.send(statusMsg{Open: true})
-	bw := bufio.NewWriterSize(os.Stdout, copyBuf)
-	tw := tar.NewWriter(bw)
+	// Straight into the pipe to the host, file contents spliced.
+	tw := archive.NewWriter(os.Stdout)
 	buf := make([]byte, copyBuf)
 	if !fi.IsDir() {
 		err = addEntry(tw, src, path.Base(src), fi, buf)
@@ -414,14 +417,11 @@ func serveDownload(src string, rep *reporter) error {
 	if err != nil {
 		return err
 	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return tw.Close()
 }
 
 // addEntry archives one path.
-func addEntry(tw *tar.Writer, p, name string, fi fs.FileInfo, buf []byte) error {
+func addEntry(tw *archive.Writer, p, name string, fi fs.FileInfo, buf []byte) error {
 	var target string
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		var err error
@@ -452,7 +452,7 @@ func addEntry(tw *tar.Writer, p, name string, fi fs.FileInfo, buf []byte) error 
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	_, err = io.CopyBuffer(tw, io.LimitReader(f, hdr.Size), buf)
+	_, err = tw.BodyFrom(context.Background(), f, hdr.Size, buf)
 	return err
 }
 
