@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/archive"
 )
@@ -655,5 +657,65 @@ func TestUploadPipeFailures(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the packing of a refused upload never ended")
+	}
+}
+
+// TestReaperLeavesStuckTrees: a tree the reaper cannot remove is tried
+// once and left to the next reaper; the reaper ends, and removes the rest.
+func TestReaperLeavesStuckTrees(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Log("making a file immutable needs root; the CI runs this as root")
+		return
+	}
+	trash := t.TempDir()
+	if err := os.WriteFile(filepath.Join(trash, trashLock), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"stuck.1", "ok.2"} {
+		if err := os.MkdirAll(filepath.Join(trash, d, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(trash, d, "sub", "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuck := filepath.Join(trash, "stuck.1", "sub", "f")
+	setImmutable(t, stuck, true)
+	defer setImmutable(t, stuck, false)
+	done := make(chan int, 1)
+	go func() { done <- runReaper(trash) }()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("runReaper = %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reaper kept trying a tree it cannot remove")
+	}
+	if left := trashEntries(trash); len(left) != 1 || left[0] != "stuck.1" {
+		t.Errorf("trash after the reaper: %v, want only the stuck tree", left)
+	}
+}
+
+// setImmutable sets or clears a file's immutable attribute.
+func setImmutable(t *testing.T, name string, on bool) {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const immutable = 0x10 // FS_IMMUTABLE_FL in linux/fs.h
+	if on {
+		flags |= immutable
+	} else {
+		flags &^= immutable
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -233,6 +233,9 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if err := p.cg.check(spec.Resources); err != nil {
 		return providers.Info{}, err
 	}
+	// A new sandbox's first command is a cold one, whose init is moved
+	// into cgroups: start the wait that move involves now (see prewarm).
+	p.cg.prewarm()
 	switch spec.Network {
 	case providers.NetworkDefault, providers.NetworkOn, providers.NetworkOff:
 	default:

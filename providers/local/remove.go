@@ -129,15 +129,23 @@ func runReaper(trash string) int {
 		return 1
 	}
 	defer lock.Close()
+	tried := map[string]bool{}
 	for {
 		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 			return 1
 		}
 		for _, name := range trashEntries(trash) {
+			// One try per tree: one that cannot be removed now is
+			// left to the next reaper.
+			tried[name] = true
 			_ = removeTree(filepath.Join(trash, name))
 		}
 		_ = unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-		if len(trashEntries(trash)) == 0 {
+		fresh := false
+		for _, name := range trashEntries(trash) {
+			fresh = fresh || !tried[name]
+		}
+		if !fresh {
 			return 0
 		}
 	}
