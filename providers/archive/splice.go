@@ -209,33 +209,50 @@ func (c *creditReader) Read(p []byte) (int, error) {
 
 // spliceOut moves n bytes from the file src to the pipe dst.
 func spliceOut(ctx context.Context, src, dst *os.File, n int64, progress func(int64)) (int64, error) {
-	rc, err := dst.SyscallConn()
+	return splice(ctx, dst, src, n, true, progress)
+}
+
+// spliceIn moves n bytes from the pipe src to the file dst.
+func spliceIn(ctx context.Context, src, dst *os.File, n int64, progress func(int64)) (int64, error) {
+	return splice(ctx, src, dst, n, false, progress)
+}
+
+// splice moves n bytes between a pipe and a file: into the pipe when out,
+// out of it otherwise. The pipe may be non-blocking (registered with the
+// runtime's poller): the move then waits for room, or for data, there.
+func splice(ctx context.Context, pipe, file *os.File, n int64, out bool, progress func(int64)) (int64, error) {
+	prc, err := pipe.SyscallConn()
 	if err != nil {
 		return 0, err
 	}
-	in, err := src.SyscallConn()
+	frc, err := file.SyscallConn()
 	if err != nil {
 		return 0, err
 	}
 	var done int64
 	var serr error
-	cerr := in.Control(func(srcFD uintptr) {
-		werr := rc.Write(func(fd uintptr) bool {
+	cerr := frc.Control(func(ffd uintptr) {
+		move := func(pfd uintptr) bool {
+			src, dst := int(ffd), int(pfd)
+			if !out {
+				src, dst = dst, src
+			}
 			for done < n {
 				if serr = ctx.Err(); serr != nil {
 					return true
 				}
-				k, err := unix.Splice(int(srcFD), nil, int(fd), nil, int(min(n-done, spliceChunk)), unix.SPLICE_F_MOVE|unix.SPLICE_F_MORE)
+				k, err := unix.Splice(src, nil, dst, nil, int(min(n-done, spliceChunk)), unix.SPLICE_F_MOVE|unix.SPLICE_F_MORE)
 				switch {
 				case err == unix.EINTR:
 					continue
 				case err == unix.EAGAIN:
-					return false // the pipe is full: wait for room
+					return false // wait for room in the pipe, or data
 				case err != nil:
 					serr = err
 					return true
 				case k == 0:
-					serr = io.ErrUnexpectedEOF // the file shrank
+					// The file shrank, or the stream ended inside a body.
+					serr = io.ErrUnexpectedEOF
 					return true
 				}
 				done += k
@@ -244,64 +261,21 @@ func spliceOut(ctx context.Context, src, dst *os.File, n int64, progress func(in
 				}
 			}
 			return true
-		})
+		}
+		var perr error
+		if out {
+			perr = prc.Write(move)
+		} else {
+			perr = prc.Read(move)
+		}
 		if serr == nil {
-			serr = werr
+			serr = perr
 		}
 	})
 	if serr == nil {
 		serr = cerr
 	}
 	if serr != nil && !errors.Is(serr, ctx.Err()) {
-		serr = fmt.Errorf("splice: %w", serr)
-	}
-	return done, serr
-}
-
-// spliceIn moves n bytes from the pipe src to the file dst.
-func spliceIn(ctx context.Context, src, dst *os.File, n int64, progress func(int64)) (int64, error) {
-	rc, err := src.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	out, err := dst.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var done int64
-	var serr error
-	cerr := out.Control(func(dstFD uintptr) {
-		rerr := rc.Read(func(fd uintptr) bool {
-			for done < n {
-				if serr = ctx.Err(); serr != nil {
-					return true
-				}
-				k, err := unix.Splice(int(fd), nil, int(dstFD), nil, int(min(n-done, spliceChunk)), unix.SPLICE_F_MOVE|unix.SPLICE_F_MORE)
-				switch {
-				case err == unix.EINTR:
-					continue
-				case err == unix.EAGAIN:
-					return false // the pipe is empty: wait for data
-				case err != nil:
-					serr = err
-					return true
-				case k == 0:
-					serr = io.ErrUnexpectedEOF // the stream ended inside a body
-					return true
-				}
-				done += k
-				progress(k)
-			}
-			return true
-		})
-		if serr == nil {
-			serr = rerr
-		}
-	})
-	if serr == nil {
-		serr = cerr
-	}
-	if serr != nil && !errors.Is(serr, ctx.Err()) && serr != io.ErrUnexpectedEOF {
 		serr = fmt.Errorf("splice: %w", serr)
 	}
 	return done, serr

@@ -55,16 +55,7 @@ func TestPipeRoundTrip(t *testing.T) {
 	for _, b := range files {
 		total += int64(len(b))
 	}
-	sroot, err := os.OpenRoot(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sroot.Close()
-	droot, err := os.OpenRoot(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer droot.Close()
+	sroot, droot := openRoot(t, src), openRoot(t, dst)
 
 	var packed, extracted atomic.Int64
 	s, err := PackPipe(context.Background(), sroot, ".", "", func(n int64) { packed.Add(n) })
@@ -99,11 +90,7 @@ func TestPipeRoundTrip(t *testing.T) {
 // TestStreamReportsPackError: a reader of a Stream whose packing failed
 // gets the error, not a clean end.
 func TestStreamReportsPackError(t *testing.T) {
-	root, err := os.OpenRoot(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, t.TempDir())
 	s, err := PackPipe(context.Background(), root, "missing", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -132,11 +119,7 @@ func TestPipeTruncatedBody(t *testing.T) {
 		w.Close() // no more of the body, no end of archive
 	}()
 	dst := t.TempDir()
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dst)
 	_, err = Extract(context.Background(), r, root, ".", ExtractOptions{})
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("Extract of a truncated body = %v, want unexpected EOF", err)
@@ -154,11 +137,7 @@ func TestWriterSwallowsOnlyBodies(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "f"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dir)
 	var want bytes.Buffer
 	if err := Pack(context.Background(), &want, root, "f"); err != nil {
 		t.Fatal(err)
@@ -175,4 +154,15 @@ func TestWriterSwallowsOnlyBodies(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Errorf("spliced stream (%d bytes) differs from the copied one (%d bytes)", len(got), want.Len())
 	}
+}
+
+// openRoot opens dir as a root closed when t ends.
+func openRoot(t *testing.T, dir string) *os.Root {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
 }
