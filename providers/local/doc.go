@@ -9,9 +9,9 @@
 //
 //   - builds a new root on a tmpfs: the host's system directories (/usr,
 //     /etc, /opt, /var and the lib/bin directories) read-only as the lower
-//     layer of an overlayfs whose upper layer lives in the sandbox's state
-//     directory, so installs persist across commands while the host never
-//     changes; /workspace and HOME bound from the state directory; a private
+//     layer of a (volatile) overlayfs whose upper layer lives in the
+//     sandbox's state directory, so installs persist across commands while
+//     the host never changes; /workspace and HOME bound from the state directory; a private
 //     /tmp and /run; a fresh /proc; a minimal /dev; no host /sys, /home,
 //     /root or /run, and /etc/shadow and /etc/gshadow masked (for root:
 //     replaced by copies without password hashes in the sandbox's layer);
@@ -28,7 +28,13 @@
 //
 // File operations run inside the same view (the init's "file" mode), so a
 // symlink planted by sandboxed code resolves inside the sandbox and can never
-// make the host read or write its own files.
+// make the host read or write its own files. Uploads and downloads splice
+// file contents between files and pipes (see archive.Writer and
+// archive.Reader): an upload's tar stream is a pipe the init reads itself.
+//
+// A sandbox used again keeps a holder (holder.go) whose prepared inits take
+// its next operations. Delete renames the sandbox's directory into a trash
+// that a detached reaper empties (remove.go).
 //
 // Hosts without usable unprivileged user namespaces get an error that says how
 // to enable them; SANDBOX_LOCAL_WEAK=1 opts into a labelled, much weaker mode
