@@ -315,3 +315,55 @@ func TestHolderExitKillsBackground(t *testing.T) {
 	}
 	assertNoneSurvived(t, p, id, "left", "sub", "late")
 }
+
+// TestEtcBase: the hostname (and, for root, the sanitized shadow files)
+// come from one base layer shared by every sandbox: a new sandbox writes
+// none of them into its own layer, a change made in one sandbox lands in
+// its own layer only, and the base never changes.
+func TestEtcBase(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	base, shadow := p.etcBaseDir()
+	if base == "" {
+		t.Fatal("no base layer for /etc")
+	}
+	if shadow != (p.uid == 0) {
+		t.Errorf("base holds the shadow files: %v, want %v (uid %d)", shadow, p.uid == 0, p.uid)
+	}
+	a := newSandbox(t, p, providers.Spec{})
+	b := newSandbox(t, p, providers.Spec{})
+	check := "cat /etc/hostname"
+	if shadow {
+		check += "; cut -d: -f2 /etc/shadow | sort -u"
+	}
+	want := "sandbox\n"
+	if shadow {
+		want += "*\n"
+	}
+	if got := mustRun(t, p, a, check); got != want {
+		t.Errorf("%s in a new sandbox: %q, want %q", check, got, want)
+	}
+	for _, name := range append([]string{"hostname"}, "shadow", "gshadow") {
+		if _, err := os.Lstat(filepath.Join(p.dir, a, upperDir, "etc", name)); err == nil {
+			t.Errorf("a new sandbox has its own /etc/%s", name)
+		}
+	}
+	mustRun(t, p, a, "echo renamed > /etc/hostname")
+	if got := mustRun(t, p, a, "cat /etc/hostname"); got != "renamed\n" {
+		t.Errorf("changed hostname: %q", got)
+	}
+	if got := mustRun(t, p, b, "cat /etc/hostname"); got != "sandbox\n" {
+		t.Errorf("another sandbox's hostname after the change: %q", got)
+	}
+	if got, err := os.ReadFile(filepath.Join(base, "hostname")); err != nil || string(got) != "sandbox\n" {
+		t.Errorf("the base's hostname after the change: %q, %v", got, err)
+	}
+	// A second provider on the same state finds the same base.
+	q, err := New(providers.Config{StateDir: filepath.Dir(p.dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := q.etcBaseDir(); again != base {
+		t.Errorf("second provider's base %q, want %q", again, base)
+	}
+}

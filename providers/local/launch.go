@@ -114,8 +114,12 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	p.isolation(cfg, dir, slotN)
 	cfg.Layers = make([]mountLayer, len(p.layers))
 	work := slotDir(dir, slotN)
+	base, _ := p.etcBaseDir()
 	for i, l := range p.layers {
 		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
+		if l.Name == "etc" {
+			cfg.Layers[i].Base = base
+		}
 	}
 }
 

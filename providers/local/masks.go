@@ -240,16 +240,8 @@ func sanitizedCopy(src, dst string, fi fs.FileInfo) error {
 	if err != nil {
 		return err
 	}
-	lines := strings.Split(string(b), "\n")
-	for i, l := range lines {
-		f := strings.Split(l, ":")
-		if len(f) > 2 {
-			f[1] = "*"
-			lines[i] = strings.Join(f, ":")
-		}
-	}
 	tmp := dst + ".sandbox-tmp"
-	if err := os.WriteFile(tmp, []byte(strings.Join(lines, "\n")), fi.Mode().Perm()); err != nil {
+	if err := os.WriteFile(tmp, sanitized(b), fi.Mode().Perm()); err != nil {
 		return err
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -263,6 +255,20 @@ func sanitizedCopy(src, dst string, fi fs.FileInfo) error {
 		return err
 	}
 	return os.Rename(tmp, dst)
+}
+
+// sanitized is a shadow or gshadow file with the second field of every
+// line (the password hash) replaced by "*".
+func sanitized(b []byte) []byte {
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		f := strings.Split(l, ":")
+		if len(f) > 2 {
+			f[1] = "*"
+			lines[i] = strings.Join(f, ":")
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
 }
 
 // withoutShadow drops the shadow files from a list of masks.

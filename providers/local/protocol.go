@@ -98,6 +98,8 @@ type initConfig struct {
 type mountLayer struct {
 	Name  string `json:"name"`
 	Lower string `json:"lower"`
+	// Base, when set, is laid over Lower (see etcBase).
+	Base  string `json:"base,omitempty"`
 	Upper string `json:"upper"`
 	Work  string `json:"work"`
 }

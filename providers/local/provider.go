@@ -74,6 +74,8 @@ type Provider struct {
 	weak bool
 	// probeOnCreate makes Create try a command first (see probe.go).
 	probeOnCreate bool
+	// base is the layer laid over the host's /etc (see etcBase).
+	base etcBase
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -303,7 +305,11 @@ func (p *Provider) populate(dir string) error {
 	if err := ensureSlot(dir, p.layers, 0); err != nil {
 		return err
 	}
-	// The sandbox names itself: /etc/hostname in its own layer.
+	// The sandbox names itself: /etc/hostname, from the base layer or
+	// else in its own layer.
+	if base, _ := p.etcBaseDir(); base != "" {
+		return nil
+	}
 	for _, l := range p.layers {
 		if l.Name == "etc" {
 			if err := os.WriteFile(filepath.Join(dir, upperDir, "etc", "hostname"), []byte(hostname+"\n"), 0o644); err != nil {

@@ -186,7 +186,11 @@ func mountOverlay(root string, l mountLayer) error {
 		return err
 	}
 	clearVolatile(l.Work)
-	opts := "lowerdir=" + overlayEscape(l.Lower) + ",upperdir=" + overlayEscape(l.Upper) +
+	lower := overlayEscape(l.Lower)
+	if l.Base != "" {
+		lower = overlayEscape(l.Base) + ":" + lower // the leftmost is on top
+	}
+	opts := "lowerdir=" + lower + ",upperdir=" + overlayEscape(l.Upper) +
 		",workdir=" + overlayEscape(l.Work) + ",userxattr,volatile"
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("overlay of the host's /%s (upper layer %s): %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", l.Name, l.Upper, err)
