@@ -14,7 +14,8 @@
 //     the host never changes; /workspace and HOME bound from the state directory; a private
 //     /tmp and /run; a fresh /proc; a minimal /dev; no host /sys, /home,
 //     /root or /run, and /etc/shadow and /etc/gshadow masked (for root:
-//     replaced by copies without password hashes in the sandbox's layer);
+//     replaced by copies without password hashes, in a base layer over /etc
+//     shared by the sandboxes, etcbase.go);
 //   - pivots into it, sets the hostname and brings up loopback;
 //   - hides the host's secrets that the system directories would show
 //     (masks.go), applies Landlock (read-only everywhere, writable only where
