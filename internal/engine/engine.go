@@ -122,6 +122,11 @@ func (e *Engine) Gated(name string) (*approval.Gate, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.gate(p), nil
+}
+
+// gate wraps p in the approval gate this engine's options describe.
+func (e *Engine) gate(p providers.Provider) *approval.Gate {
 	return approval.NewGate(p, approval.GateOptions{
 		Policy:   e.opts.Policy,
 		Approver: e.opts.Approver,
@@ -130,7 +135,7 @@ func (e *Engine) Gated(name string) (*approval.Gate, error) {
 		OnEvent: func(ev approval.Event) {
 			e.emit(Event{Type: string(ev.Type), Gate: &ev})
 		},
-	}), nil
+	})
 }
 
 // Close releases provider connections.
@@ -270,15 +275,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 			return nil, err
 		}
 	}
-	s.gate = approval.NewGate(p, approval.GateOptions{
-		Policy:   e.opts.Policy,
-		Approver: e.opts.Approver,
-		Audit:    e.opts.Audit,
-		Mask:     e.opts.Mask,
-		OnEvent: func(ev approval.Event) {
-			e.emit(Event{Type: string(ev.Type), Gate: &ev})
-		},
-	})
+	s.gate = e.gate(p)
 	if o.Setup != nil {
 		if err := s.runSetup(ctx, o); err != nil {
 			s.closeWith(ctx, err)
