@@ -50,26 +50,19 @@ func newWeakPaths(cfg *initConfig) weakPaths {
 }
 
 // toHost maps a sandbox path; other paths stay as they are.
-func (w weakPaths) toHost(p string) string {
-	for _, pr := range w.pairs {
-		if p == pr[0] {
-			return pr[1]
-		}
-		if rest, ok := strings.CutPrefix(p, pr[0]+"/"); ok {
-			return pr[1] + "/" + rest
-		}
-	}
-	return p
-}
+func (w weakPaths) toHost(p string) string { return w.mapPath(p, 0, 1) }
 
 // toSandbox maps a host path back.
-func (w weakPaths) toSandbox(p string) string {
+func (w weakPaths) toSandbox(p string) string { return w.mapPath(p, 1, 0) }
+
+// mapPath maps p from side from of the pairs to side to.
+func (w weakPaths) mapPath(p string, from, to int) string {
 	for _, pr := range w.pairs {
-		if p == pr[1] {
-			return pr[0]
+		if p == pr[from] {
+			return pr[to]
 		}
-		if rest, ok := strings.CutPrefix(p, pr[1]+"/"); ok {
-			return pr[0] + "/" + rest
+		if rest, ok := strings.CutPrefix(p, pr[from]+"/"); ok {
+			return pr[to] + "/" + rest
 		}
 	}
 	return p
