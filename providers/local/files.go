@@ -294,77 +294,58 @@ func (p *Provider) Upload(ctx context.Context, id, dst string, archive io.Reader
 }
 
 // pushStream runs an operation that consumes r on the init's stdin. The
-// commit byte follows only a complete copy; on a reader error or a
+// commit byte follows only a complete input; on a reader error or a
 // cancelled ctx the init discards its temporary files.
 func (p *Provider) pushStream(ctx context.Context, fc *fileCall, r io.Reader) error {
 	if s, ok := r.(*archive.Stream); ok {
-		return p.pushPipe(ctx, fc, s)
+		// A tar stream packed into an OS pipe: the init reads that pipe
+		// itself, so the data never passes through this process, and
+		// the input is complete once the packing ended without error.
+		fc.stdio.stdin = s.File()
+		return p.push(ctx, fc, func(*proc) error { return s.Wait() }, func(*proc) {})
 	}
-	fc.stdio.stdin = struct{ io.Reader }{r} // always through a pipe the provider feeds
+	fc.stdio.stdin = struct{ io.Reader }{r} // through a pipe the provider feeds
+	var closeIn sync.Once
+	closeStdin := func(pr *proc) { closeIn.Do(func() { pr.stdinW.Close() }) }
+	return p.push(ctx, fc, func(pr *proc) error {
+		// Large reads: an io.Pipe hands over one read's worth per
+		// switch between goroutines.
+		_, err := io.CopyBuffer(struct{ io.Writer }{pr.stdinW}, r, make([]byte, outCopyBuf))
+		closeStdin(pr)
+		return err
+	}, closeStdin)
+}
+
+// push starts the operation fc, delivers its input with feed (from a
+// goroutine) and commits it once feed returned nil; abort stops the
+// feeding when ctx ends first.
+func (p *Provider) push(ctx context.Context, fc *fileCall, feed func(*proc) error, abort func(*proc)) error {
 	pr, err := p.start(fc)
 	if err != nil {
 		return err
 	}
-	var copyErr error
-	copied := make(chan struct{})
-	var closeIn sync.Once
-	closeStdin := func() { closeIn.Do(func() { pr.stdinW.Close() }) }
+	fed := make(chan error, 1)
 	go func() {
-		defer close(copied)
-		// Large reads: an io.Pipe (the engine's tar stream) hands over
-		// one read's worth per switch between goroutines.
-		_, err := io.CopyBuffer(struct{ io.Writer }{pr.stdinW}, r, make([]byte, outCopyBuf))
-		closeStdin()
-		if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, os.ErrClosed) {
-			copyErr = err
-		}
+		err := feed(pr)
 		pr.closeCtl(err == nil && ctx.Err() == nil)
+		fed <- err
 	}()
 	stop := pr.watch(ctx, func() {
-		closeStdin()
+		abort(pr)
 		pr.closeCtl(false)
 	})
 	last, got := pr.finish()
 	stop()
 	select {
-	case <-copied:
-		if copyErr != nil && !(got && last.Done) {
-			return &providers.Error{Provider: Name, Op: fc.op, Msg: "reading the input: " + copyErr.Error() + " (nothing was written)", Err: copyErr}
-		}
-	default:
-		// Still blocked reading r: the init is gone, the copy ends on
-		// its next write.
-	}
-	_, err = fc.result(ctx, pr, last, got)
-	return err
-}
-
-// pushPipe is pushStream for a tar stream packed into an OS pipe: the init
-// reads that pipe itself, so the data never passes through this process,
-// and commits once the packing has ended complete.
-func (p *Provider) pushPipe(ctx context.Context, fc *fileCall, s *archive.Stream) error {
-	fc.stdio.stdin = s.File()
-	pr, err := p.start(fc)
-	if err != nil {
-		return err
-	}
-	packed := make(chan error, 1)
-	go func() {
-		err := s.Wait()
-		packed <- err
-		pr.closeCtl(err == nil && ctx.Err() == nil)
-	}()
-	stop := pr.watch(ctx, func() { pr.closeCtl(false) })
-	last, got := pr.finish()
-	stop()
-	select {
-	case err := <-packed:
-		if err != nil && !(got && last.Done) {
+	case err := <-fed:
+		// A broken pipe only means that the init stopped reading: its
+		// own report says why.
+		if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, os.ErrClosed) && !(got && last.Done) {
 			return &providers.Error{Provider: Name, Op: fc.op, Msg: "reading the input: " + err.Error() + " (nothing was written)", Err: err}
 		}
 	default:
-		// Still packing: the init is gone, the caller's Close of the
-		// stream ends the packing.
+		// Still feeding: the init is gone. A copy ends on its next
+		// write, a packing when the caller closes the stream.
 	}
 	_, err = fc.result(ctx, pr, last, got)
 	return err
