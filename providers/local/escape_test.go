@@ -307,7 +307,7 @@ func escapeCases() []escapeCase {
 			want:  "denied\nUid: " + strconv.Itoa(os.Getuid()) + "\nCapEff: 0000000000000000\n" + strconv.Itoa(os.Getuid()) + "\n"},
 		{id: 8, name: "read-hidden",
 			// Root reads its own copies of the shadow files, with no
-			// password hash in them (see shadowCopies).
+			// password hash in them (see etcBase).
 			shell: `for f in $S; do if cat $f 2>/dev/null | grep -q .; then echo "read $f"; fi; done; for f in /etc/shadow /etc/gshadow; do awk -F: '$2 != "*" {print FILENAME ": " $1}' $f 2>/dev/null; done; echo done`,
 			want:  "done\n",
 			check: func(t *testing.T, e *escapeEnv, id, tok string) {

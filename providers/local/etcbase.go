@@ -17,7 +17,9 @@ import (
 // etcBase is a directory laid over the host's /etc, below each sandbox's
 // own layer (a second lower layer of the /etc overlay), with what every
 // sandbox gets instead of the host's files: its /etc/hostname and, for
-// root, the shadow files without password hashes (see shadowCopies). It is
+// root, the shadow files with every password field "*" (no password)
+// instead of masks: tools such as useradd, which package scripts run, read
+// and rewrite them, and nothing secret is left in them. It is
 // made once per content and shared, so a new sandbox writes none of these
 // files: each costs an inode allocation and a rename on the state disk,
 // and a removal later. A sandbox that changes one gets its own copy in its
@@ -42,16 +44,25 @@ func (p *Provider) etcBaseDir() (string, bool) {
 		if p.weak || !p.hasEtc() {
 			return
 		}
-		p.base.dir, p.base.shadow = makeEtcBase(p.dir, p.uid == 0)
+		var shadow []string
+		if p.uid == 0 {
+			shadow = maskedFiles
+		}
+		p.base.dir, p.base.shadow = makeEtcBase(p.dir, shadow)
 	})
 	return p.base.dir, p.base.shadow
 }
 
 // makeEtcBase makes (or finds) under parent the base directory with the
-// hostname and, when shadow is set, the sanitized shadow files of the
-// host. Its name carries a hash of that content, so a changed host file
-// gets a new directory and a directory never changes once made.
-func makeEtcBase(parent string, shadow bool) (string, bool) {
+// hostname and sanitized copies of the host's shadow files (absolute
+// paths; missing ones are skipped), and tells whether it holds them. Its
+// name carries a hash of that content, so a changed host file gets a new
+// directory and a directory never changes once made. A copy keeps its
+// file's mode and owner but not its group: the sandbox's root has no
+// capabilities and belongs to no "shadow" group, so tools that rewrite the
+// file (useradd recreates it with the old file's owner and group) could
+// not give it that group back.
+func makeEtcBase(parent string, shadow []string) (string, bool) {
 	type file struct {
 		name string
 		data []byte
@@ -59,8 +70,8 @@ func makeEtcBase(parent string, shadow bool) (string, bool) {
 		uid  int
 	}
 	files := []file{{"hostname", []byte(hostname + "\n"), 0o644, -1}}
-	if shadow {
-		for _, host := range maskedFiles {
+	if len(shadow) > 0 {
+		for _, host := range shadow {
 			fi, err := os.Lstat(host)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -86,7 +97,7 @@ func makeEtcBase(parent string, shadow bool) (string, bool) {
 	}
 	final := filepath.Join(parent, etcBasePrefix+hex.EncodeToString(h.Sum(nil)[:8]))
 	if fi, err := os.Lstat(final); err == nil && fi.IsDir() {
-		return final, shadow
+		return final, len(shadow) > 0
 	}
 	tmp, err := os.MkdirTemp(parent, "."+etcBasePrefix)
 	if err != nil {
@@ -100,7 +111,6 @@ func makeEtcBase(parent string, shadow bool) (string, bool) {
 		name := filepath.Join(tmp, f.name)
 		ok = os.WriteFile(name, f.data, f.mode) == nil && os.Chmod(name, f.mode) == nil
 		if ok && f.uid >= 0 {
-			// The owner, not the group: see sanitizedCopy.
 			ok = os.Chown(name, f.uid, 0) == nil
 		}
 	}
@@ -115,5 +125,5 @@ func makeEtcBase(parent string, shadow bool) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return final, shadow
+	return final, len(shadow) > 0
 }

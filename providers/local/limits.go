@@ -158,14 +158,10 @@ func applyResourceLimits(cfg *initConfig) error {
 // isolation completes cfg with what the isolation adds for one command:
 // the secret masks, the limits, and the weak mode's settings.
 func (p *Provider) isolation(cfg *initConfig, dir string, slot int) {
-	cfg.Masks = p.masks
 	if _, shadow := p.etcBaseDir(); shadow {
-		// Root sees the sanitized shadow files of the base layer.
+		// Root sees the sanitized shadow files of the base layer
+		// (see etcBase), which useradd and package scripts rewrite.
 		cfg.Masks = withoutShadow(p.masks)
-	} else if p.uid == 0 && !p.weak && p.hasEtc() {
-		// Root gets sanitized copies of the shadow files instead of
-		// masks (see shadowCopies); what cannot be copied stays hidden.
-		cfg.Masks = append(withoutShadow(p.masks), shadowCopies(dir)...)
 	} else {
 		cfg.Masks = append(slices.Clone(maskedFiles), p.masks...)
 	}

@@ -205,58 +205,6 @@ func providerMasks(stateDir string, layers []layer, uid int, home string) []stri
 	})
 }
 
-// shadowCopies gives a root sandbox its own copies of the host's shadow
-// files in its layer, with every password field replaced by "*" (no
-// password), instead of hiding them: tools such as useradd, which package
-// scripts run, need to read and rewrite them, and nothing secret is left.
-// A sandbox that already has its own copy keeps it. It returns the files
-// that could not be copied, which stay masked.
-func shadowCopies(sandboxDir string) []string {
-	var failed []string
-	for _, host := range maskedFiles {
-		upper := filepath.Join(sandboxDir, upperDir, "etc", filepath.Base(host))
-		if _, err := os.Lstat(upper); err == nil {
-			continue
-		}
-		fi, err := os.Lstat(host)
-		if err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
-		if err := sanitizedCopy(host, upper, fi); err != nil {
-			failed = append(failed, host)
-		}
-	}
-	return failed
-}
-
-// sanitizedCopy writes src to dst with the second field of every line (the
-// password hash in shadow and gshadow) replaced by "*", keeping src's mode
-// and owner but not its group: the sandbox's root has no capabilities and
-// belongs to no "shadow" group, so tools that rewrite the file (useradd
-// recreates it with the old file's owner and group) could not give it that
-// group back.
-func sanitizedCopy(src, dst string, fi fs.FileInfo) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	tmp := dst + ".sandbox-tmp"
-	if err := os.WriteFile(tmp, sanitized(b), fi.Mode().Perm()); err != nil {
-		return err
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		if err := os.Chown(tmp, int(st.Uid), 0); err != nil {
-			os.Remove(tmp)
-			return err
-		}
-	}
-	if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
-}
-
 // sanitized is a shadow or gshadow file with the second field of every
 // line (the password hash) replaced by "*".
 func sanitized(b []byte) []byte {
@@ -271,7 +219,8 @@ func sanitized(b []byte) []byte {
 	return []byte(strings.Join(lines, "\n"))
 }
 
-// withoutShadow drops the shadow files from a list of masks.
+// withoutShadow drops the shadow files from a list of masks (the scan of
+// /etc finds them hidden from other users).
 func withoutShadow(masks []string) []string {
 	var out []string
 	for _, m := range masks {

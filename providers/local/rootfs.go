@@ -16,7 +16,7 @@ import (
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // maskedFiles hold the host's password hashes: a root sandbox gets
-// sanitized copies in its layer (see shadowCopies), every other one an
+// sanitized copies from its base layer (see etcBase), every other one an
 // empty, unreadable file bound over each that exists. The provider sends
 // them, with the other secrets it finds (see hostMasks), in
 // initConfig.Masks.

@@ -272,19 +272,16 @@ func TestCachedMasks(t *testing.T) {
 	}
 }
 
-func TestSanitizedCopy(t *testing.T) {
+func TestEtcBaseSanitizes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "shadow")
 	plantFile(t, src, "root:$6$salt$hash:20228:0:99999:7:::\nalice:$y$j9T$abc$def:20228:0:99999:7:::\nbob:!:1::::::\n", 0o640)
-	fi, err := os.Lstat(src)
-	if err != nil {
-		t.Fatal(err)
+	base, shadow := makeEtcBase(dir, []string{src, filepath.Join(dir, "missing")})
+	if base == "" || !shadow {
+		t.Fatalf("makeEtcBase = %q, %v", base, shadow)
 	}
-	dst := filepath.Join(dir, "copy")
-	if err := sanitizedCopy(src, dst, fi); err != nil {
-		t.Fatal(err)
-	}
+	dst := filepath.Join(base, "shadow")
 	b, err := os.ReadFile(dst)
 	if err != nil {
 		t.Fatal(err)
@@ -295,5 +292,12 @@ func TestSanitizedCopy(t *testing.T) {
 	}
 	if got, _ := os.Lstat(dst); got == nil || got.Mode().Perm() != 0o640 {
 		t.Errorf("mode of the copy: %v", got)
+	}
+	if again, _ := makeEtcBase(dir, []string{src}); again != base {
+		t.Errorf("the same content made another base: %q, want %q", again, base)
+	}
+	plantFile(t, src, "root:$6$other:1::::::\n", 0o640)
+	if changed, _ := makeEtcBase(dir, []string{src}); changed == base || changed == "" {
+		t.Errorf("a changed file kept the base %q (got %q)", base, changed)
 	}
 }
