@@ -515,12 +515,7 @@ func checkAPISymlink(t *testing.T, e *escapeEnv, id, tok string) {
 	if err := e.p.WriteFile(ctx, id, "/workspace/secretdir/w"+tok, strings.NewReader("x"), 0o644); err == nil {
 		t.Errorf("write through a link to a host directory succeeded")
 	}
-	var tb bytes.Buffer
-	tw := tar.NewWriter(&tb)
-	_ = tw.WriteHeader(&tar.Header{Name: "u" + tok, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
-	_, _ = tw.Write([]byte("x"))
-	_ = tw.Close()
-	_ = e.p.Upload(ctx, id, "/workspace/secretdir", &tb)
+	_ = e.p.Upload(ctx, id, "/workspace/secretdir", bytes.NewReader(tarOf(t, &tar.Header{Name: "u" + tok, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})))
 	if _, err := os.Lstat(filepath.Join(e.secretDir, "u"+tok)); err == nil {
 		t.Errorf("upload through a link reached the host")
 	}
@@ -548,12 +543,7 @@ func checkSymlinkSwap(t *testing.T, e *escapeEnv, id, tok string) {
 			func(r *providers.ExecRequest) { r.Timeout = 10 * time.Second })
 	}()
 	for i := 0; i < 15; i++ {
-		var tb bytes.Buffer
-		tw := tar.NewWriter(&tb)
-		_ = tw.WriteHeader(&tar.Header{Name: "f" + tok, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
-		_, _ = tw.Write([]byte("x"))
-		_ = tw.Close()
-		_ = e.p.Upload(ctx, id, "/workspace/d", &tb)
+		_ = e.p.Upload(ctx, id, "/workspace/d", bytes.NewReader(tarOf(t, &tar.Header{Name: "f" + tok, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})))
 		_ = e.p.WriteFile(ctx, id, "/workspace/d/w"+tok, strings.NewReader("x"), 0o644)
 	}
 	cancel()

@@ -43,6 +43,14 @@ func waitGone(t *testing.T, pid int, within time.Duration) {
 func warmSandbox(t *testing.T, p *Provider, spec providers.Spec) string {
 	t.Helper()
 	id := newSandbox(t, p, spec)
+	giveHolder(t, p, id)
+	return id
+}
+
+// giveHolder runs commands in the new sandbox id until it has a holder and
+// returns the holder's pid.
+func giveHolder(t *testing.T, p *Provider, id string) int {
+	t.Helper()
 	mustRun(t, p, id, "true")
 	if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
 		t.Fatal("the first operation started a holder")
@@ -56,8 +64,7 @@ func warmSandbox(t *testing.T, p *Provider, spec providers.Spec) string {
 			break
 		}
 	}
-	holderPID(t, p, id)
-	return id
+	return holderPID(t, p, id)
 }
 
 // TestHolderCoherence: while a holder runs, every operation — exec in the
@@ -107,14 +114,7 @@ func TestHolderReusedAndStoppedByDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := info.ID
-	mustRun(t, p, id, "true")
-	for range 5 {
-		mustRun(t, p, id, "true")
-		if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
-			break
-		}
-	}
-	first := holderPID(t, p, id)
+	first := giveHolder(t, p, id)
 	if got := mustRun(t, p, id, "echo hi"); got != "hi\n" {
 		t.Errorf("third exec: %q", got)
 	}
@@ -189,14 +189,7 @@ func TestHolderEndsWithItsSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := info.ID
-	mustRun(t, p, id, "true")
-	for range 5 {
-		mustRun(t, p, id, "true")
-		if _, err := readHolderRecord(filepath.Join(p.dir, id)); err == nil {
-			break
-		}
-	}
-	pid := holderPID(t, p, id)
+	pid := giveHolder(t, p, id)
 	if err := os.Remove(filepath.Join(p.dir, id, metaFile)); err != nil {
 		t.Fatal(err)
 	}
