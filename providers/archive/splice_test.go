@@ -166,3 +166,58 @@ func openRoot(t *testing.T, dir string) *os.Root {
 	t.Cleanup(func() { root.Close() })
 	return root
 }
+
+// TestSpliceUsed: the splice path is taken where the stream is a pipe (and
+// only there), and the primitives move every byte between a file and a
+// pipe without falling back to a copy.
+func TestSpliceUsed(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	reg, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ctx := context.Background()
+	if NewWriter(w).pipe == nil || NewReader(ctx, r).pipe == nil {
+		t.Error("a pipe was not recognised: bodies would be copied")
+	}
+	if NewWriter(reg).pipe != nil || NewWriter(&bytes.Buffer{}).pipe != nil || NewReader(ctx, reg).pipe != nil {
+		t.Error("a non-pipe was taken for a pipe")
+	}
+
+	data := bytes.Repeat([]byte("splice!"), 3<<18)
+	if _, err := reg.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := os.Create(filepath.Join(t.TempDir(), "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	n := int64(len(data))
+	in := make(chan error, 1)
+	go func() {
+		got, err := spliceIn(ctx, r, dst, n, func(int64) {})
+		if err == nil && got != n {
+			err = io.ErrShortWrite
+		}
+		in <- err
+	}()
+	if got, err := spliceOut(ctx, reg, w, n, nil); err != nil || got != n {
+		t.Fatalf("spliceOut = %d, %v; want %d", got, err, n)
+	}
+	if err := <-in; err != nil {
+		t.Fatalf("spliceIn: %v", err)
+	}
+	if got, err := os.ReadFile(dst.Name()); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("spliced file: %d bytes, %v; want the %d written", len(got), err, n)
+	}
+}
