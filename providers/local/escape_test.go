@@ -199,16 +199,7 @@ func newEscapeEnv(t *testing.T) *escapeEnv {
 		if err != nil {
 			t.Fatalf("listen %s: %v", addr, err)
 		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		acceptAndClose(t, ln)
 	}
 	return e
 }

@@ -332,6 +332,12 @@ func listener(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	acceptAndClose(t, ln)
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// acceptAndClose accepts and closes every connection to ln until t ends.
+func acceptAndClose(t *testing.T, ln net.Listener) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -342,7 +348,6 @@ func listener(t *testing.T) int {
 			c.Close()
 		}
 	}()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func TestNetwork(t *testing.T) {
