@@ -33,8 +33,10 @@
 // file contents between files and pipes (see archive.Writer and
 // archive.Reader): an upload's tar stream is a pipe the init reads itself.
 //
-// A sandbox used again keeps a holder (holder.go) whose prepared inits take
-// its next operations. Delete renames the sandbox's directory into a trash
+// A sandbox's directory holds its workspace, HOME and upper layers; the
+// overlays' work directories are slots shared by the provider's sandboxes
+// (layout.go). A sandbox used again keeps a holder (holder.go) whose
+// prepared inits take its next operations. Delete renames the sandbox's directory into a trash
 // that a detached reaper empties (remove.go).
 //
 // Hosts without usable unprivileged user namespaces get an error that says how

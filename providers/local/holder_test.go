@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -358,5 +359,64 @@ func TestEtcBase(t *testing.T) {
 	}
 	if again, _ := q.etcBaseDir(); again != base {
 		t.Errorf("second provider's base %q, want %q", again, base)
+	}
+}
+
+// TestWorkSlotsAreShared: the overlay work directories belong to the
+// provider, not to a sandbox: a new sandbox makes none, a busy slot is
+// skipped for the next free one, a sandbox's upper layer keeps what the
+// previous mount of a reused slot wrote, and a delete leaves the slots.
+// Not parallel: a fork by another test holds a just-released slot lock
+// until its child execs, and the slot numbers asserted here would move.
+func TestWorkSlotsAreShared(t *testing.T) {
+	p := newTestProvider(t)
+	p.coldOnly = true
+	a := newSandbox(t, p, providers.Spec{})
+	entries, err := os.ReadDir(filepath.Join(p.dir, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{homeDirName, metaFile, upperDir, workspaceDir}; !slices.Equal(names, want) {
+		t.Errorf("a new sandbox's directory holds %v, want %v", names, want)
+	}
+	mustRun(t, p, a, "echo a > /etc/slot-marker")
+
+	// Slot 0 busy (as a running command or a holder holds it): the next
+	// command, in another sandbox, takes slot 1.
+	n, held, err := acquireSlot(p.dir, p.layers)
+	if err != nil || n != 0 {
+		t.Fatalf("acquireSlot = %d, %v; want slot 0", n, err)
+	}
+	info, err := p.Create(context.Background(), providers.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := info.ID
+	if got := mustRun(t, p, b, "cat /etc/slot-marker 2>&1 || true"); !strings.Contains(got, "No such file") {
+		t.Errorf("sandbox b sees a's file: %q", got)
+	}
+	if _, err := os.Stat(slotDir(p.dir, 1)); err != nil {
+		t.Errorf("the command beside a busy slot 0 did not use slot 1: %v", err)
+	}
+	held.Close()
+
+	// Slot 0 again, after b's mount there: a still has its file, and b's
+	// writes stay b's.
+	mustRun(t, p, b, "echo b > /etc/slot-marker")
+	if got := mustRun(t, p, a, "cat /etc/slot-marker"); got != "a\n" {
+		t.Errorf("a's file after b used the slots: %q", got)
+	}
+	if err := p.Delete(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(slotDir(p.dir, 0)); err != nil {
+		t.Errorf("a delete removed the provider's slot: %v", err)
+	}
+	if _, err := os.Stat(slotDir(p.dir, 2)); err == nil {
+		t.Error("sequential commands made a third slot")
 	}
 }

@@ -105,7 +105,7 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio
 // from the holder's configuration before they receive an operation, and
 // take only its mode, command, environment, directory and file request.
 func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
-	cfg.Root = filepath.Join(dir, rootDirName)
+	cfg.Root = filepath.Join(p.dir, rootMount)
 	cfg.Workspace = filepath.Join(dir, workspaceDir)
 	cfg.HomeSrc = filepath.Join(dir, homeDirName)
 	cfg.Home = p.home
@@ -113,7 +113,7 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	cfg.Links = p.links
 	p.isolation(cfg, dir, slotN)
 	cfg.Layers = make([]mountLayer, len(p.layers))
-	work := slotDir(dir, slotN)
+	work := slotDir(p.dir, slotN)
 	base, _ := p.etcBaseDir()
 	for i, l := range p.layers {
 		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
@@ -132,7 +132,7 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	if cfg.Mode == modeExec {
 		p.cg.prewarm()
 	}
-	slotN, slot, err := acquireSlot(dir, p.layers)
+	slotN, slot, err := acquireSlot(p.dir, p.layers)
 	if err != nil {
 		if mount != nil {
 			mount.Close()

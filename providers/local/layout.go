@@ -54,23 +54,35 @@ func hostLayout(root string) ([]layer, []link) {
 	return layers, links
 }
 
-// maxSlots bounds the number of commands that may run in one sandbox at the
-// same time. Each running command holds one slot: its own set of overlay
-// work directories (overlayfs empties its work directory when it mounts, so
-// two live mounts must never share one).
-const maxSlots = 64
+// maxSlots bounds the number of commands that may run at the same time in
+// the provider's sandboxes. Each running command (and each holder) holds
+// one slot: its own set of overlay work directories (overlayfs empties its
+// work directory when it mounts, so two live mounts must never share one).
+//
+// The slots are the provider's, not a sandbox's: a work directory holds
+// nothing of a sandbox once its mount is gone, and the next mount empties
+// it. So a new sandbox creates no work directories and a deleted one
+// removes none, which on a file system that is slow to allocate inodes
+// (ext4 without a journal skips every recently freed inode) is most of
+// the disk work of a one-shot sandbox.
+const maxSlots = 1024
+
+// workPool is the directory of the slots under the provider's directory,
+// and rootMount the directory each init mounts its new root on, in its own
+// mount namespace; it stays empty on the host.
+const (
+	workPool  = ".work"
+	rootMount = ".root"
+)
 
 // slotDir is the directory of the work directories of slot n.
-func slotDir(sandboxDir string, n int) string {
-	return filepath.Join(sandboxDir, workDir, strconv.Itoa(n))
+func slotDir(stateDir string, n int) string {
+	return filepath.Join(stateDir, workPool, strconv.Itoa(n))
 }
 
-// ensureSlot creates the work directories of slot n when missing.
-func ensureSlot(sandboxDir string, layers []layer, n int) error {
-	base := slotDir(sandboxDir, n)
-	if _, err := os.Stat(base); err == nil {
-		return nil
-	}
+// ensureSlot creates the work directories of slot n that are missing.
+func ensureSlot(stateDir string, layers []layer, n int) error {
+	base := slotDir(stateDir, n)
 	for _, l := range layers {
 		if err := os.MkdirAll(filepath.Join(base, l.Name), 0o700); err != nil {
 			return err
@@ -79,17 +91,21 @@ func ensureSlot(sandboxDir string, layers []layer, n int) error {
 	return nil
 }
 
-// acquireSlot locks the first free slot and returns its number and the
-// lock, released by closing the file.
-func acquireSlot(sandboxDir string, layers []layer) (int, *os.File, error) {
+// acquireSlot locks the first free slot of the provider whose directory is
+// stateDir, and returns its number and the lock, released by closing the
+// file.
+func acquireSlot(stateDir string, layers []layer) (int, *os.File, error) {
+	if err := os.MkdirAll(filepath.Join(stateDir, workPool), 0o700); err != nil {
+		return 0, nil, fmt.Errorf("create work directory: %w", err)
+	}
 	for n := range maxSlots {
-		f, err := os.OpenFile(slotDir(sandboxDir, n)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(slotDir(stateDir, n)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return 0, nil, fmt.Errorf("lock work directory: %w", err)
 		}
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			if err := ensureSlot(sandboxDir, layers, n); err != nil {
+			if err := ensureSlot(stateDir, layers, n); err != nil {
 				f.Close()
 				return 0, nil, fmt.Errorf("create work directory: %w", err)
 			}
@@ -100,5 +116,5 @@ func acquireSlot(sandboxDir string, layers []layer) (int, *os.File, error) {
 			return 0, nil, fmt.Errorf("lock work directory: %w", err)
 		}
 	}
-	return 0, nil, fmt.Errorf("more than %d commands running in one sandbox", maxSlots)
+	return 0, nil, fmt.Errorf("more than %d commands running at once", maxSlots)
 }

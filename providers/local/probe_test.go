@@ -61,9 +61,9 @@ func TestCreateProbe(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(broken.dir)
 	for _, e := range entries {
-		// The mask cache and the /etc base are the provider's, shared
-		// by every sandbox.
-		if e.Name() != maskCacheFile && !strings.HasPrefix(e.Name(), etcBasePrefix) {
+		// The mask cache, the /etc base, the work directories and the
+		// root's mount point are the provider's, shared by every sandbox.
+		if e.Name() != maskCacheFile && e.Name() != workPool && e.Name() != rootMount && !strings.HasPrefix(e.Name(), etcBasePrefix) {
 			t.Errorf("the failed create left %s in the state directory", e.Name())
 		}
 	}

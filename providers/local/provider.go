@@ -87,7 +87,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, rootMount), 0o700); err != nil {
 		return nil, fmt.Errorf("local: create state directory: %w", err)
 	}
 	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, weak: cfg.Lookup(weakEnvVar) == "1"}
@@ -180,11 +180,9 @@ func (p *Provider) info(m meta) providers.Info {
 // Paths inside one sandbox directory.
 const (
 	metaFile     = "meta.json"
-	rootDirName  = "root"      // mount point of the new root, empty on the host
 	workspaceDir = "workspace" // bound at /workspace
 	homeDirName  = "home"      // bound at HOME
 	upperDir     = "upper"     // overlay upper layers, one per system directory
-	workDir      = "work"      // overlay work directories, one set per slot
 )
 
 // sandboxDir returns the directory of id after checking the id's form.
@@ -290,7 +288,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 
 // populate creates the directory skeleton of a new sandbox.
 func (p *Provider) populate(dir string) error {
-	dirs := []string{rootDirName, workspaceDir, homeDirName}
+	dirs := []string{workspaceDir, homeDirName}
 	for _, l := range p.layers {
 		dirs = append(dirs, filepath.Join(upperDir, l.Name))
 	}
@@ -300,9 +298,6 @@ func (p *Provider) populate(dir string) error {
 		}
 	}
 	if err := os.Chmod(filepath.Join(dir, homeDirName), 0o700); err != nil {
-		return err
-	}
-	if err := ensureSlot(dir, p.layers, 0); err != nil {
 		return err
 	}
 	// The sandbox names itself: /etc/hostname, from the base layer or
