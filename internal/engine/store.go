@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
 )
 
 // Record is what the tool remembers about a sandbox it created, so that
@@ -128,20 +129,41 @@ func (s *Store) update(write bool, fn func(map[string]Record) error) error {
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".sandboxes-*.json")
-	if err != nil {
-		return fmt.Errorf("write state: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(out, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
+	if err := replaceFile(s.path, append(out, '\n')); err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
 	return nil
+}
+
+// replaceFile replaces the content of path with data atomically: readers
+// see the old content or the new, never a part. The new content goes into
+// a spare file beside it (.NAME.next), which is then exchanged with path
+// in one rename: the spare keeps the old content for the next write. So a
+// write allocates no inode and frees none, where a temporary file and a
+// rename do both; on ext4 without a journal an inode allocation skips
+// every inode freed in the last minutes, which made each write cost
+// up to a millisecond after a burst of sandboxes. The caller serializes
+// writers (the spare has one name). Without RENAME_EXCHANGE (or without
+// path yet) the spare is renamed over path.
+func replaceFile(path string, data []byte) error {
+	spare := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".next")
+	f, err := os.OpenFile(spare, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	err = unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	return os.Rename(spare, path)
 }

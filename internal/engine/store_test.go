@@ -2,10 +2,14 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestStoreConcurrentPuts(t *testing.T) {
@@ -46,5 +50,43 @@ func TestStoreCorruptFile(t *testing.T) {
 	os.WriteFile(s.Path(), []byte("{not json"), 0o600)
 	if _, err := s.All(); err == nil {
 		t.Fatal("corrupt state must be reported")
+	}
+}
+
+// TestReplaceFileReusesInodes: the state file is replaced atomically by
+// exchanging it with its spare, so that a write after the first allocates
+// no inode: the file and its spare keep swapping the same two, and nothing
+// else is left beside them.
+func TestReplaceFileReusesInodes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	inode := func(p string) uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	var inodes map[uint64]bool
+	for i, content := range []string{"one", "two", "three", "four"} {
+		if err := replaceFile(path, []byte(content)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != content {
+			t.Fatalf("write %d: read %q, %v; want %q", i, got, err, content)
+		}
+		if i == 0 {
+			continue
+		}
+		now := map[uint64]bool{inode(path): true, inode(filepath.Join(dir, ".state.json.next")): true}
+		if inodes != nil && !maps.Equal(now, inodes) {
+			t.Errorf("write %d: inodes %v, were %v: the write allocated one", i, now, inodes)
+		}
+		inodes = now
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("left beside the file: %v, want only the spare", entries)
 	}
 }
