@@ -92,12 +92,9 @@ func ensureSlot(stateDir string, layers []layer, n int) error {
 }
 
 // acquireSlot locks the first free slot of the provider whose directory is
-// stateDir, and returns its number and the lock, released by closing the
+// stateDir (New made its workPool), and returns its number and the lock, released by closing the
 // file.
 func acquireSlot(stateDir string, layers []layer) (int, *os.File, error) {
-	if err := os.MkdirAll(filepath.Join(stateDir, workPool), 0o700); err != nil {
-		return 0, nil, fmt.Errorf("create work directory: %w", err)
-	}
 	for n := range maxSlots {
 		f, err := os.OpenFile(slotDir(stateDir, n)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {

@@ -87,8 +87,10 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, rootMount), 0o700); err != nil {
-		return nil, fmt.Errorf("local: create state directory: %w", err)
+	for _, d := range []string{rootMount, workPool} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("local: create state directory: %w", err)
+		}
 	}
 	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, weak: cfg.Lookup(weakEnvVar) == "1"}
 	p.home = homeDir(p.uid)

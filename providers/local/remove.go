@@ -137,6 +137,9 @@ func runReaper(trash string) int {
 		for _, name := range trashEntries(trash) {
 			// One try per tree: one that cannot be removed now is
 			// left to the next reaper.
+			if tried[name] {
+				continue
+			}
 			tried[name] = true
 			_ = removeTree(filepath.Join(trash, name))
 		}

@@ -168,8 +168,9 @@ func enterRoot(cfg *initConfig) error {
 // its most recent writes if the host crashes; the workspace and HOME are
 // plain binds and keep the host's durability. Overlayfs marks a volatile
 // work directory as dirty and refuses to mount it again, so the marker a
-// previous mount left is removed first; the slot lock (cold) or the mount
-// lock (holder) guarantees that no live mount uses it.
+// previous mount left is removed first; the slot lock, which a cold init
+// and a holder each hold for their mounts' lives, guarantees that no live
+// mount uses it.
 func mountLayers(root string, layers []mountLayer) error {
 	for _, l := range layers {
 		if err := mountOverlay(root, l); err != nil {
