@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -455,81 +454,23 @@ func (p *Provider) launchWarm(dir, id string, cfg *initConfig, shared bool, stdi
 // (it was retiring): nothing ran.
 func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shared bool, stdio initStdio) (_ *proc, retry bool, _ error) {
 	pr := &proc{id: id, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
-	var childEnds []*os.File
-	var opened []*os.File // host ends to close when nothing started
-	callers := func(f *os.File) bool { return f == stdio.stdin || f == stdio.stdout || f == stdio.stderr }
+	line, err := json.Marshal(cfg)
+	if err != nil {
+		pr.closeHost()
+		return nil, false, fmt.Errorf("local: encode operation: %w", err)
+	}
+	ends, err := pr.openEnds(stdio)
+	if err != nil {
+		pr.closeHost()
+		return nil, false, err
+	}
 	fail := func(retry bool, err error) (*proc, bool, error) {
-		for _, f := range childEnds {
-			if !callers(f) {
-				f.Close()
-			}
-		}
-		for _, f := range opened {
-			f.Close()
-		}
+		ends.closeChild()
+		ends.outs.close()
 		pr.closeHost()
 		return nil, retry, err
 	}
-	line, err := json.Marshal(cfg)
-	if err != nil {
-		return fail(false, fmt.Errorf("local: encode operation: %w", err))
-	}
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		return fail(false, err)
-	}
-	pr.ctl = ctlW
-	childEnds = append(childEnds, ctlR)
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		return fail(false, err)
-	}
-	pr.statusR = statR
-	childEnds = append(childEnds, statW)
-	switch in := stdio.stdin.(type) {
-	case nil:
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			return fail(false, err)
-		}
-		childEnds = append(childEnds, f)
-	case *os.File:
-		childEnds = append(childEnds, in)
-	default:
-		r, w, err := os.Pipe()
-		if err != nil {
-			return fail(false, err)
-		}
-		_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
-		childEnds = append(childEnds, r)
-		pr.stdinW = w
-	}
-	var outs outputs
-	var copyTo []io.Writer
-	stderrW := stdio.stderr
-	if stderrW == nil {
-		pr.diag = &tailBuffer{max: 4096}
-		stderrW = pr.diag
-	}
-	for _, w := range []io.Writer{stdio.stdout, stderrW} {
-		child, to, err := outs.pipeFor(w)
-		if err != nil {
-			outs.close()
-			return fail(false, err)
-		}
-		if child == nil {
-			if child, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
-				outs.close()
-				return fail(false, err)
-			}
-		}
-		if to != nil {
-			copyTo = append(copyTo, to)
-		}
-		childEnds = append(childEnds, child)
-	}
-	opened = append(opened, outs.readers...)
-	if _, err := ctlW.Write(append(line, '\n')); err != nil {
+	if _, err := pr.ctl.Write(append(line, '\n')); err != nil {
 		return fail(false, fmt.Errorf("local: sandbox %s: send the operation: %w", id, err))
 	}
 	body, err := json.Marshal(holdRequest{Version: holdVersion, Shared: shared, Any: cfg.Mode == modeFile})
@@ -538,19 +479,10 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 	}
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	msg = append(msg, body...)
-	fds := make([]int, len(childEnds))
-	for i, f := range childEnds {
-		fds[i] = int(f.Fd())
-	}
-	_, _, err = conn.WriteMsgUnix(msg, unix.UnixRights(fds...), nil)
+	_, _, err = conn.WriteMsgUnix(msg, unix.UnixRights(fdsOf(ends.files)...), nil)
 	// Our copies of the operation's ends go now (the caller's own files
 	// stay open): the spare holds the only ones.
-	for _, f := range childEnds {
-		if !callers(f) {
-			f.Close()
-		}
-	}
-	childEnds = nil
+	ends.closeChild()
 	if err != nil {
 		return fail(true, nil)
 	}
@@ -565,8 +497,8 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 	case !r.Started:
 		return fail(false, fmt.Errorf("local: sandbox %s: unexpected holder reply", id))
 	}
-	pr.status = json.NewDecoder(statR)
-	outs.start(copyTo...)
+	pr.status = json.NewDecoder(pr.statusR)
+	ends.outs.start(ends.copyTo...)
 	// The spare's exit is reported by the holder; a spare that reported
 	// the operation's end had already killed and reaped the rest of it.
 	replied := make(chan error, 1)
@@ -592,7 +524,7 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 			pr.waitErr = werr
 		case <-pr.settled:
 		}
-		outs.copying.Wait()
+		ends.outs.copying.Wait()
 		close(pr.exited)
 	}()
 	return pr, false, nil

@@ -151,52 +151,19 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	}
 
 	pr := &proc{id: id, slot: slot, mount: mount, exited: make(chan struct{}), weak: p.weak}
-	var childEnds []*os.File
-	fail := func(err error) (*proc, error) {
-		for _, f := range childEnds {
-			f.Close()
-		}
+	ends, err := pr.openEnds(stdio)
+	if err != nil {
 		pr.closeHost()
 		return nil, err
-	}
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	pr.ctl = ctlW
-	childEnds = append(childEnds, ctlR)
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	pr.statusR = statR
-	childEnds = append(childEnds, statW)
-
-	var outs outputs
-	stderrW := stdio.stderr
-	if stderrW == nil {
-		pr.diag = &tailBuffer{max: 4096}
-		stderrW = pr.diag
-	}
-	var copyTo []io.Writer
-	var outFiles [2]*os.File
-	for i, w := range []io.Writer{stdio.stdout, stderrW} {
-		child, to, err := outs.pipeFor(w)
-		if err != nil {
-			outs.close()
-			return fail(err)
-		}
-		outFiles[i] = child
-		if to != nil {
-			copyTo = append(copyTo, to)
-			childEnds = append(childEnds, child)
-		}
 	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArgv0},
 		Env:        []string{}, // nothing of the host's environment
-		ExtraFiles: []*os.File{ctlR, statW},
+		ExtraFiles: ends.files[:2],
+		Stdin:      ends.files[2],
+		Stdout:     ends.files[3],
+		Stderr:     ends.files[4],
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 cloneFlags(sharedNet),
 			UidMappings:                idMap(p.uid),
@@ -212,34 +179,12 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	} else if p.uid != 0 {
 		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
 	}
-	// Typed nils would not mean the null device to exec.Cmd.
-	if outFiles[0] != nil {
-		cmd.Stdout = outFiles[0]
-	}
-	if outFiles[1] != nil {
-		cmd.Stderr = outFiles[1]
-	}
-	switch in := stdio.stdin.(type) {
-	case nil:
-	case *os.File:
-		cmd.Stdin = in
-	default:
-		r, w, err := os.Pipe()
-		if err != nil {
-			outs.close()
-			return fail(err)
-		}
-		_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
-		cmd.Stdin = r
-		childEnds = append(childEnds, r)
-		pr.stdinW = w
-	}
 	pr.cmd = cmd
 
 	// The copies start first: the goroutine below waits for them once the
 	// init has exited (a failed start closes the pipes' write ends, which
 	// ends them).
-	outs.start(copyTo...)
+	ends.outs.start(ends.copyTo...)
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -250,17 +195,18 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		}
 		started <- nil
 		pr.waitErr = cmd.Wait()
-		outs.copying.Wait()
+		ends.outs.copying.Wait()
 		close(pr.exited)
 	}()
-	if err := <-started; err != nil {
-		return fail(startError(id, err))
+	err = <-started
+	// The init holds its ends now, or never will.
+	ends.closeChild()
+	if err != nil {
+		pr.closeHost()
+		return nil, startError(id, err)
 	}
-	for _, f := range childEnds {
-		f.Close()
-	}
-	pr.status = json.NewDecoder(statR)
-	if _, err := ctlW.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
+	pr.status = json.NewDecoder(pr.statusR)
+	if _, err := pr.ctl.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
 		pr.kill()
 		pr.finish()
 		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
@@ -279,13 +225,117 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 			}
 			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 		}
-		if _, err := ctlW.Write([]byte{startByte}); err != nil && !errors.Is(err, syscall.EPIPE) {
+		if _, err := pr.ctl.Write([]byte{startByte}); err != nil && !errors.Is(err, syscall.EPIPE) {
 			pr.kill()
 			pr.finish()
 			return nil, fmt.Errorf("local: sandbox %s: start the command: %w", id, err)
 		}
 	}
 	return pr, nil
+}
+
+// opEnds are the descriptors an operation's init runs with, in the order
+// it expects them: control, status, stdin, stdout, stderr.
+type opEnds struct {
+	files []*os.File
+	// made are the files made here, closed once the init holds them
+	// (the caller's own files stay open).
+	made []*os.File
+	// outs copy the pipes of outputs that are not files into copyTo.
+	outs   outputs
+	copyTo []io.Writer
+}
+
+// openEnds makes the descriptors of one operation of pr from stdio, and
+// keeps pr's ends of them: the control pipe's writer, the status pipe's
+// reader, a stdin pipe's writer, and a tail of stderr when the caller
+// wants none. The null device stands in for nil streams.
+func (pr *proc) openEnds(stdio initStdio) (_ *opEnds, err error) {
+	e := &opEnds{}
+	defer func() {
+		if err != nil {
+			e.closeChild()
+			e.outs.close()
+		}
+	}()
+	add := func(f *os.File, made bool) {
+		e.files = append(e.files, f)
+		if made {
+			e.made = append(e.made, f)
+		}
+	}
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	pr.ctl = ctlW
+	add(ctlR, true)
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	pr.statusR = statR
+	add(statW, true)
+	switch in := stdio.stdin.(type) {
+	case nil:
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		add(f, true)
+	case *os.File:
+		add(in, false)
+	default:
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, outPipeSize)
+		add(r, true)
+		pr.stdinW = w
+	}
+	stderrW := stdio.stderr
+	if stderrW == nil {
+		pr.diag = &tailBuffer{max: 4096}
+		stderrW = pr.diag
+	}
+	for _, w := range []io.Writer{stdio.stdout, stderrW} {
+		child, to, err := e.outs.pipeFor(w)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case child == nil:
+			if child, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+				return nil, err
+			}
+			add(child, true)
+		case to != nil:
+			e.copyTo = append(e.copyTo, to)
+			add(child, true)
+		default:
+			add(child, false)
+		}
+	}
+	return e, nil
+}
+
+// closeChild closes the descriptors made for the init: once it holds
+// them, or once it will not.
+func (e *opEnds) closeChild() {
+	for _, f := range e.made {
+		f.Close()
+	}
+	e.made = nil
+}
+
+// fdsOf returns the descriptor numbers of files.
+func fdsOf(files []*os.File) []int {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	return fds
 }
 
 // initAmbientCaps are the capabilities an init started by a non-root user
