@@ -36,8 +36,11 @@
 // A sandbox's directory holds its workspace, HOME and upper layers; the
 // overlays' work directories are slots shared by the provider's sandboxes
 // (layout.go). A sandbox used again keeps a holder (holder.go) whose
-// prepared inits take its next operations. Delete renames the sandbox's directory into a trash
-// that a detached reaper empties (remove.go).
+// prepared inits take its next operations; a new sandbox's first
+// operation takes a pooled init (pool.go), started ahead of it in fresh
+// namespaces, when one waits. Delete renames the sandbox's directory into
+// a trash that a detached reaper empties (remove.go); the reaper also
+// starts the next pooled init.
 //
 // Hosts without usable unprivileged user namespaces get an error that says how
 // to enable them; SANDBOX_LOCAL_WEAK=1 opts into a labelled, much weaker mode

@@ -298,7 +298,7 @@ func (p *Provider) spawnHolder(dir, id string, shared bool, res providers.Resour
 // holder itself), where a cold command is bounded alone in its slot's
 // cgroups; the spares never need the host to move them.
 func (p *Provider) startHolderProcess(dir, id string, shared bool, res providers.Resources, lnFile, mountLock *os.File) error {
-	slotN, slot, err := acquireSlot(p.dir, p.layers)
+	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil {
 		return fmt.Errorf("local: sandbox %s: %w", id, err)
 	}

@@ -387,7 +387,7 @@ func TestWorkSlotsAreShared(t *testing.T) {
 
 	// Slot 0 busy (as a running command or a holder holds it): the next
 	// command, in another sandbox, takes slot 1.
-	n, held, err := acquireSlot(p.dir, p.layers)
+	n, held, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil || n != 0 {
 		t.Fatalf("acquireSlot = %d, %v; want slot 0", n, err)
 	}

@@ -515,6 +515,29 @@ func runSpare() int {
 		return 125
 	}
 	rep.send(statusMsg{Done: true})
+	// The socket moves out of the way of the descriptors it brings: it
+	// sits where control goes.
+	moved, err := unix.FcntlInt(uintptr(sock), unix.F_DUPFD_CLOEXEC, 16)
+	f.Close()
+	if err != nil {
+		return 125
+	}
+	got, err := receiveOp(moved)
+	unix.Close(moved)
+	if !got {
+		return 0 // the holder retired this spare
+	}
+	if err != nil {
+		return 125
+	}
+	return runInit(&spareReady{landlock: abi})
+}
+
+// receiveOp waits on the socket sock for one operation's descriptors and
+// moves them to where a cold init has them: control, status, stdin,
+// stdout, stderr. got is false when the sender closed its end without
+// sending anything.
+func receiveOp(sock int) (got bool, err error) {
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(opFDs*4))
 	var n, oobn int
@@ -525,7 +548,7 @@ func runSpare() int {
 		}
 	}
 	if err != nil || n == 0 {
-		return 0 // the holder retired this spare
+		return false, err
 	}
 	var fds []int
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
@@ -536,26 +559,27 @@ func runSpare() int {
 		}
 	}
 	if len(fds) != opFDs {
-		return 125
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return true, fmt.Errorf("got %d descriptors, want %d", len(fds), opFDs)
 	}
-	// Out of the way first, then to control, status, stdin, stdout,
-	// stderr. f stays referenced until here so that it is not finalized
-	// (and the socket closed) while in use.
+	// Out of the way first (one may sit where another goes), then to
+	// their places. sock must sit above them all.
 	high := make([]int, opFDs)
 	for i, fd := range fds {
 		h, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 16)
 		if err != nil {
-			return 125
+			return true, err
 		}
 		unix.Close(fd)
 		high[i] = h
 	}
-	f.Close()
 	for i, target := range []int{ctlFD, statusFD, 0, 1, 2} {
 		if err := unix.Dup3(high[i], target, 0); err != nil {
-			return 125
+			return true, err
 		}
 		unix.Close(high[i])
 	}
-	return runInit(&spareReady{landlock: abi})
+	return true, nil
 }

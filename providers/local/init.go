@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,15 +28,23 @@ const initArgv0 = "sandbox-local-init"
 // calls it first thing, and so does TestMain of every test binary that uses
 // the provider.
 func MaybeRunInit() {
-	if len(os.Args) == 2 && os.Args[0] == reapArgv0 {
-		os.Exit(runReaper(os.Args[1]))
+	if (len(os.Args) == 2 || len(os.Args) == 4) && os.Args[0] == reapArgv0 {
+		os.Exit(runReaper(os.Args[1], os.Args[2:]))
 	}
-	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != spareArgv0) {
+	pooledInit := len(os.Args) == 3 && os.Args[0] == poolArgv0
+	if !pooledInit && (len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != spareArgv0)) {
 		return
 	}
 	// Everything the init does happens on this thread: the command is
 	// forked from it and inherits its (emptied) bounding set.
 	runtime.LockOSThread()
+	if pooledInit {
+		idle, err := strconv.ParseInt(os.Args[1], 10, 64)
+		if err != nil {
+			os.Exit(125)
+		}
+		os.Exit(runPooled(time.Duration(idle), os.Args[2]))
+	}
 	if os.Args[0] == spareArgv0 {
 		os.Exit(runSpare())
 	}

@@ -79,6 +79,9 @@ type proc struct {
 	// by then, so its own exit need not be waited for.
 	settled chan struct{}
 	weak    bool // no namespaces: the init must be asked to clean up
+	// pooled is the pooled init running the operation (see pool.go),
+	// in place of cmd.
+	pooled *pooled
 }
 
 // launch starts the init of one operation of the sandbox in dir: a spare
@@ -112,6 +115,9 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	cfg.SharedNet = sharedNet
 	cfg.Links = p.links
 	p.isolation(cfg, dir, slotN)
+	cfg.Trash = filepath.Join(p.dir, trashDir)
+	cfg.Spread = p.spread
+	p.trashed.Store(true)
 	cfg.Layers = make([]mountLayer, len(p.layers))
 	work := slotDir(p.dir, slotN)
 	base, _ := p.etcBaseDir()
@@ -125,14 +131,13 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 
 // launchCold starts an init for the sandbox in dir with cfg, which it
 // completes with the sandbox's mounts; mount (closed with the proc) is the
-// sandbox's mount lock held shared. The init is started from a goroutine
-// locked to its OS thread, which stays alive until the init exits:
-// Pdeathsig fires when the starting thread ends, not when the process does.
+// sandbox's mount lock held shared. The init is a pooled one (see pool.go)
+// when one waits, else one started on the spot (startCold).
 func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio, mount *os.File) (*proc, error) {
 	if cfg.Mode == modeExec {
 		p.cg.prewarm()
 	}
-	slotN, slot, err := acquireSlot(p.dir, p.layers)
+	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil {
 		if mount != nil {
 			mount.Close()
@@ -156,6 +161,69 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		pr.closeHost()
 		return nil, err
 	}
+	// A pooled init, when one waits, has the namespaces made and the
+	// binary started already; otherwise the init starts here.
+	pool := !p.weak && !p.noPool && !sharedNet
+	var pid int
+	var pp *pooled
+	if pool {
+		pp = p.takePooled(ends.files)
+	}
+	if pp != nil {
+		pr.pooled, pid = pp, pp.pid
+		ends.closeChild()
+		ends.outs.start(ends.copyTo...)
+		go func() {
+			pp.wait()
+			ends.outs.copying.Wait()
+			pp.release()
+			close(pr.exited)
+		}()
+	} else {
+		if pid, err = p.startCold(pr, ends, sharedNet); err != nil {
+			return nil, startError(id, err)
+		}
+	}
+	if pool {
+		// The next cold command's init is started in the background
+		// when this command is done (see Close).
+		p.poolWanted.Store(true)
+	}
+	pr.status = json.NewDecoder(pr.statusR)
+	if _, err := pr.ctl.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
+		pr.kill()
+		pr.finish()
+		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
+	}
+	if cfg.Gated {
+		// The init builds its root meanwhile, and waits for the start
+		// byte before it starts anything: a cold command gets the
+		// cgroups of its slot; a holder's operations share the
+		// holder's (see startHolderProcess).
+		if _, err := p.cg.enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
+			pr.kill()
+			// An init whose setup failed meanwhile is gone, and so
+			// cannot be moved: its report is the real cause.
+			if last, got := pr.finish(); got && last.Setup {
+				return nil, setupErr(id, last)
+			}
+			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+		}
+		if _, err := pr.ctl.Write([]byte{startByte}); err != nil && !errors.Is(err, syscall.EPIPE) {
+			pr.kill()
+			pr.finish()
+			return nil, fmt.Errorf("local: sandbox %s: start the command: %w", id, err)
+		}
+	}
+	return pr, nil
+}
+
+// startCold starts pr's init on the spot, with the descriptors ends, and
+// returns its pid. The init is started from a goroutine locked to its OS
+// thread, which stays alive until the init exits: Pdeathsig fires when the
+// starting thread ends, not when the process does. On an error pr's host
+// ends are closed.
+func (p *Provider) startCold(pr *proc, ends *opEnds, sharedNet bool) (int, error) {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArgv0},
@@ -198,40 +266,14 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		ends.outs.copying.Wait()
 		close(pr.exited)
 	}()
-	err = <-started
+	err := <-started
 	// The init holds its ends now, or never will.
 	ends.closeChild()
 	if err != nil {
 		pr.closeHost()
-		return nil, startError(id, err)
+		return 0, err
 	}
-	pr.status = json.NewDecoder(pr.statusR)
-	if _, err := pr.ctl.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
-		pr.kill()
-		pr.finish()
-		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
-	}
-	if cfg.Gated {
-		// The init builds its root meanwhile, and waits for the start
-		// byte before it starts anything: a cold command gets the
-		// cgroups of its slot; a holder's operations share the
-		// holder's (see startHolderProcess).
-		if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
-			pr.kill()
-			// An init whose setup failed meanwhile is gone, and so
-			// cannot be moved: its report is the real cause.
-			if last, got := pr.finish(); got && last.Setup {
-				return nil, setupErr(id, last)
-			}
-			return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
-		}
-		if _, err := pr.ctl.Write([]byte{startByte}); err != nil && !errors.Is(err, syscall.EPIPE) {
-			pr.kill()
-			pr.finish()
-			return nil, fmt.Errorf("local: sandbox %s: start the command: %w", id, err)
-		}
-	}
-	return pr, nil
+	return cmd.Process.Pid, nil
 }
 
 // opEnds are the descriptors an operation's init runs with, in the order
@@ -456,6 +498,10 @@ func (pr *proc) closeHost() {
 func (pr *proc) kill() {
 	if pr.conn != nil {
 		_ = pr.conn.CloseWrite()
+		return
+	}
+	if pr.pooled != nil {
+		pr.pooled.signal(syscall.SIGKILL)
 		return
 	}
 	if pr.cmd == nil || pr.cmd.Process == nil {

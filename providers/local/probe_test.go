@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,9 +62,11 @@ func TestCreateProbe(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(broken.dir)
 	for _, e := range entries {
-		// The mask cache, the /etc base, the work directories and the
-		// root's mount point are the provider's, shared by every sandbox.
-		if e.Name() != maskCacheFile && e.Name() != workPool && e.Name() != rootMount && !strings.HasPrefix(e.Name(), etcBasePrefix) {
+		// The mask cache, the /etc base, the work directories, the
+		// trash, the pool and the root's mount point are the
+		// provider's, shared by every sandbox.
+		shared := []string{maskCacheFile, workPool, rootMount, trashDir, poolDir}
+		if !slices.Contains(shared, e.Name()) && !strings.HasPrefix(e.Name(), etcBasePrefix) {
 			t.Errorf("the failed create left %s in the state directory", e.Name())
 		}
 	}

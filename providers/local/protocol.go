@@ -48,7 +48,12 @@ type initConfig struct {
 	// Layers are overlaid at /<Name>: Lower from the host, Upper and
 	// Work in the sandbox's state directory.
 	Layers []mountLayer `json:"layers"`
-	Links  []link       `json:"links,omitempty"`
+	// Trash is where the work directories of the layers' previous mounts
+	// go before the layers are mounted, and Spread says that each layer
+	// gets a new work directory each time (see retireWork).
+	Trash  string `json:"trash,omitempty"`
+	Spread bool   `json:"spread,omitempty"`
+	Links  []link `json:"links,omitempty"`
 	// Workspace and HomeSrc are host directories bound at /workspace
 	// and at Home.
 	Workspace string `json:"workspace"`

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/sandbox/providers"
@@ -40,6 +41,7 @@ func Registration() providers.Registration {
 var (
 	_ providers.Provider = (*Provider)(nil)
 	_ providers.Grepper  = (*Provider)(nil)
+	_ providers.Closer   = (*Provider)(nil)
 )
 
 // Provider runs sandboxes as directories under its state directory. It is
@@ -66,6 +68,20 @@ type Provider struct {
 	// coldOnly runs every operation in a cold init, never in a holder
 	// (tests of the cold path).
 	coldOnly bool
+	// poolIdle is how long a pooled init waits for an operation
+	// (defaultPoolIdle; tests shorten it); noPool starts every cold init
+	// on the spot, never from the pool (see pool.go).
+	poolIdle time.Duration
+	noPool   bool
+	// spread says that the file system spreads the directories made in
+	// dir and in the work slots across its block groups (see
+	// spreadChildren).
+	spread bool
+	// trashed says that an init may have put work directories in the
+	// trash since the last reaper was started (see retireWork), and
+	// poolWanted that a cold command ran since (or tried to take) the
+	// last pooled init: the next reaper starts one.
+	trashed, poolWanted atomic.Bool
 	// cg is what this host lets the provider do with cgroups.
 	cg cgroups
 	// masks are host paths hidden in every sandbox (see hostMasks).
@@ -87,18 +103,30 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
-	for _, d := range []string{rootMount, workPool} {
+	for _, d := range []string{rootMount, workPool, trashDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("local: create state directory: %w", err)
 		}
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, weak: cfg.Lookup(weakEnvVar) == "1"}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, poolIdle: defaultPoolIdle, weak: cfg.Lookup(weakEnvVar) == "1"}
+	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
 	p.masks = providerMasks(dir, p.layers, p.uid, os.Getenv("HOME"))
 	p.probeOnCreate = needsProbe(p.uid, p.weak, apparmorUserns)
 	return p, nil
+}
+
+// Close starts a reaper, unless one was started since, for what this
+// provider's commands left to the background: the work directories their
+// inits put in the trash, and the pooled init for the next cold command
+// (see pool.go). The commands' own time is then not spent on either.
+func (p *Provider) Close() error {
+	if p.trashed.Load() || p.poolWanted.Load() {
+		p.startReaper(filepath.Join(p.dir, trashDir))
+	}
+	return nil
 }
 
 // homeDir is HOME inside the sandbox: /root for uid 0, else /home/<name>.
