@@ -301,10 +301,11 @@ func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSe
 		return nil, err
 	}
 	// Another process deleting a sandbox removes idle cgroups (see
-	// removeSandbox): one that vanishes between mkdir and use is made again.
+	// removeSandbox): one that vanishes between mkdir and use (its files
+	// then fail with ENOENT or ENODEV) is made again.
 	for attempt := 0; ; attempt++ {
 		set, err := c.place(pid, name, files)
-		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == 2 {
+		if err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
 			return set, err
 		}
 	}

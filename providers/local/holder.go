@@ -436,6 +436,9 @@ func stopHolderLocked(dir string) error {
 // proc and the mount lock (held shared) when the operation should run
 // cold instead.
 func (p *Provider) launchWarm(dir, id string, cfg *initConfig, shared bool, stdio initStdio) (*proc, *os.File, error) {
+	// This process's own cold inits of the sandbox that are still
+	// exiting hold its mount lock: a holder could not start beside them.
+	p.bg.wait(id)
 	for attempt := 1; ; attempt++ {
 		conn, coldLock, err := p.acquire(dir, id)
 		if err != nil || coldLock != nil {

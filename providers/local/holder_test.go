@@ -384,6 +384,9 @@ func TestWorkSlotsAreShared(t *testing.T) {
 		t.Errorf("a new sandbox's directory holds %v, want %v", names, want)
 	}
 	mustRun(t, p, a, "echo a > /etc/slot-marker")
+	// A command's init keeps its slot until it has exited, after the
+	// command returned.
+	p.bg.wg.Wait()
 
 	// Slot 0 busy (as a running command or a holder holds it): the next
 	// command, in another sandbox, takes slot 1.
@@ -403,10 +406,12 @@ func TestWorkSlotsAreShared(t *testing.T) {
 		t.Errorf("the command beside a busy slot 0 did not use slot 1: %v", err)
 	}
 	held.Close()
+	p.bg.wg.Wait()
 
 	// Slot 0 again, after b's mount there: a still has its file, and b's
 	// writes stay b's.
 	mustRun(t, p, b, "echo b > /etc/slot-marker")
+	p.bg.wg.Wait()
 	if got := mustRun(t, p, a, "cat /etc/slot-marker"); got != "a\n" {
 		t.Errorf("a's file after b used the slots: %q", got)
 	}

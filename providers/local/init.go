@@ -99,6 +99,10 @@ func runInit(ready *spareReady) int {
 			return 125
 		}
 		rep.landlock = abi
+		// In its own PID namespace the init can end the operation
+		// before it reports; in the weak mode, kill -1 would reach
+		// every process of the user.
+		rep.reapAll = !cfg.Weak
 	}
 	switch cfg.Mode {
 	case modeExec:
@@ -225,19 +229,33 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 	return exitWith(rep, status)
 }
 
-// exitWith reports the command's exit status and returns it.
+// exitWith reports the command's exit status and returns it. With
+// reapAll, the rest of the operation is killed and reaped first, and the
+// init's ends of the operation's streams and of the status pipe are closed
+// with the report: the host sees the end of the output and of the status
+// at once, and its caller need not wait for the init's own exit (the
+// teardown of its mounts takes milliseconds).
 func exitWith(rep *reporter, status int) int {
 	if rep.reapAll {
 		killAll()
+		for fd := range 3 {
+			_ = unix.Close(fd)
+		}
 	}
 	rep.send(statusMsg{Exit: &status})
+	if rep.reapAll {
+		if c, ok := rep.w.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 	return status
 }
 
 // killAll kills and reaps every other process of the init's PID namespace.
-// A spare does this before it reports the command's status, so that the
-// host may count the operation done at that report, without waiting for the
-// spare's own exit (the teardown of its mount namespace takes milliseconds).
+// An init in its own namespaces (cold, pooled or a spare) does this before
+// it reports the command's status, so that the host may count the
+// operation done at that report, without waiting for the init's own exit
+// (the teardown of its mount namespace takes milliseconds).
 func killAll() {
 	for {
 		err := unix.Kill(-1, unix.SIGKILL)

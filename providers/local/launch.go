@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -82,6 +83,11 @@ type proc struct {
 	// pooled is the pooled init running the operation (see pool.go),
 	// in place of cmd.
 	pooled *pooled
+	// drained is closed once the operation's outputs are copied, and
+	// bg, for an init in its own namespaces, takes the wait for the
+	// init's exit once it reported the operation's end (see finish).
+	drained chan struct{}
+	bg      *background
 }
 
 // launch starts the init of one operation of the sandbox in dir: a spare
@@ -188,6 +194,14 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		// The next cold command's init is started in the background
 		// when this command is done (see Close).
 		p.poolWanted.Store(true)
+	}
+	if !p.weak {
+		pr.drained = make(chan struct{})
+		go func() {
+			ends.outs.copying.Wait()
+			close(pr.drained)
+		}()
+		pr.bg = &p.bg
 	}
 	pr.status = json.NewDecoder(pr.statusR)
 	if _, err := pr.ctl.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
@@ -573,9 +587,79 @@ func (pr *proc) finish() (statusMsg, bool) {
 	if pr.settled != nil && got && (last.Exit != nil || last.Done) {
 		close(pr.settled)
 	}
+	if pr.bg != nil && got && last.Exit != nil {
+		// The init killed and reaped the rest of the operation and
+		// closed its ends before it reported (exitWith): once the
+		// output is copied, only its own exit and the teardown of its
+		// mounts are left, for which the work slot and the mount lock
+		// stay held in the background.
+		<-pr.drained
+		pr.bg.settle(pr)
+		return last, got
+	}
 	<-pr.exited
 	pr.closeHost()
 	return last, got
+}
+
+// background holds the inits whose exit a provider still waits for after
+// their operations returned: each keeps its work slot and its sandbox's
+// mount lock until its mounts are gone. Close waits for them; Delete
+// removes a sandbox's cgroups only once its inits have exited.
+type background struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	exiting map[string][]chan struct{} // sandbox id: its inits' exited
+}
+
+// settle releases pr's slot and locks once it has exited.
+func (b *background) settle(pr *proc) {
+	b.mu.Lock()
+	if b.exiting == nil {
+		b.exiting = map[string][]chan struct{}{}
+	}
+	b.exiting[pr.id] = append(b.exiting[pr.id], pr.exited)
+	b.mu.Unlock()
+	b.wg.Go(func() {
+		<-pr.exited
+		pr.closeHost()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.exiting[pr.id] = slices.DeleteFunc(b.exiting[pr.id], func(c chan struct{}) bool { return c == pr.exited })
+		if len(b.exiting[pr.id]) == 0 {
+			delete(b.exiting, pr.id)
+		}
+	})
+}
+
+// after runs fn once every init of sandbox id has exited: now, or in the
+// background.
+func (b *background) after(id string, fn func()) {
+	waits := b.exits(id)
+	if len(waits) == 0 {
+		fn()
+		return
+	}
+	b.wg.Go(func() {
+		for _, c := range waits {
+			<-c
+		}
+		fn()
+	})
+}
+
+// wait returns once every init of sandbox id has exited.
+func (b *background) wait(id string) {
+	for _, c := range b.exits(id) {
+		<-c
+	}
+}
+
+// exits are the exited channels of the inits of sandbox id still exiting.
+func (b *background) exits(id string) []chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.exiting[id])
 }
 
 // initDied describes an init that ended without reporting an outcome.

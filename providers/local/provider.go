@@ -82,6 +82,8 @@ type Provider struct {
 	// poolWanted that a cold command ran since (or tried to take) the
 	// last pooled init: the next reaper starts one.
 	trashed, poolWanted atomic.Bool
+	// bg waits for the inits still exiting after their operations.
+	bg background
 	// cg is what this host lets the provider do with cgroups.
 	cg cgroups
 	// masks are host paths hidden in every sandbox (see hostMasks).
@@ -118,11 +120,13 @@ func New(cfg providers.Config) (*Provider, error) {
 	return p, nil
 }
 
-// Close starts a reaper, unless one was started since, for what this
-// provider's commands left to the background: the work directories their
+// Close waits for the inits still exiting after their operations (see
+// background), then starts a reaper, unless one was started since, for
+// what this provider's commands left to the background: the work directories their
 // inits put in the trash, and the pooled init for the next cold command
 // (see pool.go). The commands' own time is then not spent on either.
 func (p *Provider) Close() error {
+	p.bg.wg.Wait()
 	if p.trashed.Load() || p.poolWanted.Load() {
 		p.startReaper(filepath.Join(p.dir, trashDir))
 	}
@@ -445,6 +449,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if err := p.discard(dir, id); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
-	p.cg.removeSandbox(id)
+	p.bg.after(id, func() { p.cg.removeSandbox(id) })
 	return nil
 }
