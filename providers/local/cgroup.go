@@ -261,8 +261,29 @@ type cgroupSet struct {
 // (root), so that a fork bomb is bounded where RLIMIT_NPROC is not. It
 // returns nil when no cgroup is needed or available.
 func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSet, error) {
-	if c.kind == cgroupNone {
+	files := c.limitFiles(res)
+	if len(files) == 0 {
 		return nil, nil
+	}
+	if err := c.enableDelegated(); err != nil {
+		return nil, err
+	}
+	// Another process deleting a sandbox removes idle cgroups (see
+	// removeSandbox): one that vanishes between mkdir and use (its files
+	// then fail with ENOENT or ENODEV) is made again.
+	for attempt := 0; ; attempt++ {
+		set, err := c.place(pid, name, files)
+		if err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
+			return set, err
+		}
+	}
+}
+
+// limitFiles are the limit files, with their values, of a command with
+// the resources res.
+func (c cgroups) limitFiles(res providers.Resources) []cgroupFile {
+	if c.kind == cgroupNone {
+		return nil
 	}
 	pids := res.Pids
 	if pids == 0 {
@@ -294,21 +315,112 @@ func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSe
 			files = append(files, file{"cpu", "cpu.max", quota + " 100000"})
 		}
 	}
-	if len(files) == 0 {
-		return nil, nil
+	return files
+}
+
+// dirOf is the directory of cgroup name for controller ctl.
+func (c cgroups) dirOf(ctl, name string) string {
+	if c.kind == cgroupV1 {
+		return filepath.Join(c.root, ctl, cgroupParent, name)
 	}
-	if err := c.enableDelegated(); err != nil {
-		return nil, err
+	return filepath.Join(c.v2Parent, cgroupParent+"-"+name)
+}
+
+// poolPrefix starts the names of the cgroups pooled inits wait in.
+const poolPrefix = "pool-"
+
+// placePooled moves the pooled init pid into cgroups of its own, in every
+// controller a sandbox's limits may use, with no limits yet. A move
+// between cgroups waits for an RCU grace period (5 to 20 ms on a busy
+// two-core host; see prewarm): done here, in the background of the
+// command that wanted the init, it is not paid by the command that takes
+// it, which only writes its sandbox's limits (limitPooled). It reports
+// whether the init was placed.
+func (c cgroups) placePooled(pid int) bool {
+	if c.kind == cgroupNone || c.enableDelegated() != nil {
+		return false
 	}
-	// Another process deleting a sandbox removes idle cgroups (see
-	// removeSandbox): one that vanishes between mkdir and use (its files
-	// then fail with ENOENT or ENODEV) is made again.
-	for attempt := 0; ; attempt++ {
-		set, err := c.place(pid, name, files)
-		if err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
-			return set, err
+	name := poolPrefix + strconv.Itoa(pid)
+	set := &cgroupSet{}
+	for _, ctl := range cgroupControllers {
+		if !c.controllers[ctl] {
+			continue
+		}
+		d := c.dirOf(ctl, name)
+		if slices.Contains(set.dirs, d) {
+			continue // v2: one directory for all
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			set.remove()
+			return false
+		}
+		set.dirs = append(set.dirs, d)
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			set.remove()
+			return false
 		}
 	}
+	return len(set.dirs) > 0
+}
+
+// limitPooled writes the limits of a command with the resources res into
+// the cgroups the pooled init pid waits in. It reports false, having
+// written nothing, when the init is not in all of them (its starter could
+// not place it): the caller then moves it (enter).
+func (c cgroups) limitPooled(pid int, res providers.Resources) (bool, error) {
+	files := c.limitFiles(res)
+	if len(files) == 0 {
+		return true, nil
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false, nil
+	}
+	name := poolPrefix + strconv.Itoa(pid)
+	for _, f := range files {
+		if !inCgroup(string(b), c.kind, f.ctl, filepath.Base(c.dirOf(f.ctl, name))) {
+			return false, nil
+		}
+	}
+	for _, f := range files {
+		err := os.WriteFile(filepath.Join(c.dirOf(f.ctl, name), f.name), []byte(f.val), 0o644)
+		if err != nil && !(f.name == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+			return true, fmt.Errorf("cgroup %s: %w", f.name, err)
+		}
+	}
+	return true, nil
+}
+
+// inCgroup says whether the /proc/<pid>/cgroup text self puts the process,
+// for controller ctl, in a cgroup whose directory is named base.
+func inCgroup(self string, kind cgroupKind, ctl, base string) bool {
+	for _, line := range strings.Split(self, "\n") {
+		// hierarchy-id:controllers:path
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 || filepath.Base(f[2]) != base {
+			continue
+		}
+		if kind == cgroupV2 && f[0] == "0" || kind == cgroupV1 && slices.Contains(strings.Split(f[1], ","), ctl) {
+			return true
+		}
+	}
+	return false
+}
+
+// removePooled deletes the cgroups of the pooled init pid, once it has
+// exited (see removeDirs).
+func (c cgroups) removePooled(pid int) {
+	if c.kind == cgroupNone {
+		return
+	}
+	name := poolPrefix + strconv.Itoa(pid)
+	var dirs []string
+	for _, ctl := range cgroupControllers {
+		if d := c.dirOf(ctl, name); c.controllers[ctl] && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	removeDirs(dirs)
 }
 
 // cgroupFile is one limit to write.
@@ -318,12 +430,7 @@ type cgroupFile struct{ ctl, name, val string }
 func (c cgroups) place(pid int, name string, files []cgroupFile) (*cgroupSet, error) {
 	set := &cgroupSet{}
 	dirOf := func(ctl string) (string, error) {
-		var d string
-		if c.kind == cgroupV1 {
-			d = filepath.Join(c.root, ctl, cgroupParent, name)
-		} else {
-			d = filepath.Join(c.v2Parent, cgroupParent+"-"+name)
-		}
+		d := c.dirOf(ctl, name)
 		for _, have := range set.dirs {
 			if have == d {
 				return d, nil
@@ -367,13 +474,28 @@ func (s *cgroupSet) remove() {
 	}
 }
 
+// removeDirs removes the cgroups dirs of processes that are gone; the
+// kernel may take a moment to release a cgroup: it retries briefly.
+func removeDirs(dirs []string) {
+	for _, d := range dirs {
+		for range 50 {
+			err := unix.Rmdir(d)
+			if err == nil || !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
 // removeSandbox deletes the cgroups left by the commands of sandbox id.
 // Its processes are gone (the PID namespace ends with each command), but
 // the kernel may take a moment to release a cgroup: it retries briefly.
 // It then removes every other empty one: a sandbox deleted while its last
 // command was still being torn down, or removed by hand, left its cgroups
-// behind. The kernel refuses to remove a cgroup in use, and an idle one of
-// a live sandbox is simply made again by its next command.
+// behind, as did a pooled init whose command was killed. The kernel
+// refuses to remove a cgroup in use, and an idle one of a live sandbox is
+// simply made again by its next command.
 func (c cgroups) removeSandbox(id string) {
 	var mine, all []string
 	switch c.kind {
@@ -381,23 +503,15 @@ func (c cgroups) removeSandbox(id string) {
 		for _, ctl := range cgroupControllers {
 			dir := filepath.Join(c.root, ctl, cgroupParent)
 			mine = append(mine, filepath.Join(dir, id+"-*"))
-			all = append(all, filepath.Join(dir, "sb-*"))
+			all = append(all, filepath.Join(dir, "sb-*"), filepath.Join(dir, poolPrefix+"*"))
 		}
 	case cgroupV2:
 		mine = append(mine, filepath.Join(c.v2Parent, cgroupParent+"-"+id+"-*"))
-		all = append(all, filepath.Join(c.v2Parent, cgroupParent+"-sb-*"))
+		all = append(all, filepath.Join(c.v2Parent, cgroupParent+"-sb-*"), filepath.Join(c.v2Parent, cgroupParent+"-"+poolPrefix+"*"))
 	}
 	for _, p := range mine {
 		dirs, _ := filepath.Glob(p)
-		for _, d := range dirs {
-			for range 50 {
-				err := unix.Rmdir(d)
-				if err == nil || !errors.Is(err, unix.EBUSY) {
-					break
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-		}
+		removeDirs(dirs)
 	}
 	for _, p := range all {
 		dirs, _ := filepath.Glob(p)

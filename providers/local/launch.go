@@ -181,6 +181,7 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		ends.outs.start(ends.copyTo...)
 		go func() {
 			pp.wait()
+			p.cg.removePooled(pp.pid)
 			ends.outs.copying.Wait()
 			pp.release()
 			close(pr.exited)
@@ -214,7 +215,16 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		// byte before it starts anything: a cold command gets the
 		// cgroups of its slot; a holder's operations share the
 		// holder's (see startHolderProcess).
-		if _, err := p.cg.enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
+		// A pooled init waits in cgroups of its own (see placePooled):
+		// only the limits are written.
+		placed := false
+		if pr.pooled != nil {
+			placed, err = p.cg.limitPooled(pid, cfg.Resources)
+		}
+		if !placed && err == nil {
+			_, err = p.cg.enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources)
+		}
+		if err != nil {
 			pr.kill()
 			// An init whose setup failed meanwhile is gone, and so
 			// cannot be moved: its report is the real cause.

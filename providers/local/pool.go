@@ -247,11 +247,27 @@ func startPooled(dir, name string, idle time.Duration) int {
 	}
 	// Reaped here when this process lives on (tests); a reaper exits
 	// first and leaves it to the system.
-	go func() { _ = cmd.Wait() }()
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waited)
+	}()
 	_ = readyR.SetReadDeadline(time.Now().Add(poolTakeWait))
-	if n, _ := readyR.Read(make([]byte, 1)); n != 1 ||
-		unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, temp), unix.AT_FDCWD, final, unix.RENAME_NOREPLACE) != nil {
+	if n, _ := readyR.Read(make([]byte, 1)); n != 1 {
 		_ = cmd.Process.Kill()
+		return 0
+	}
+	// Into cgroups of its own before anyone can take it: a command that
+	// took it then only writes its limits. Where this fails, that
+	// command moves it.
+	cg := detectCgroups()
+	cg.placePooled(cmd.Process.Pid)
+	if unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, temp), unix.AT_FDCWD, final, unix.RENAME_NOREPLACE) != nil {
+		_ = cmd.Process.Kill()
+		go func() {
+			<-waited
+			cg.removePooled(cmd.Process.Pid)
+		}()
 		return 0
 	}
 	return cmd.Process.Pid

@@ -161,3 +161,55 @@ func TestPooledInitIdleAndStale(t *testing.T) {
 		t.Errorf("the new pooled init: %v", err)
 	}
 }
+
+// TestPooledInitCgroups: where this process may manage cgroups (root in
+// CI), a pooled init waits in cgroups of its own, so that the command that
+// takes it does not pay for a move between cgroups; that command writes
+// its sandbox's limits there and runs under them, and the cgroups go once
+// the init has exited.
+func TestPooledInitCgroups(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
+		t.Logf("no cgroup this user may manage (%s)", p.cg.describe())
+		return
+	}
+	pid := startTestPool(t, p, time.Minute)
+	dir := p.cg.dirOf("pids", poolPrefix+strconv.Itoa(pid))
+	if got := readCg(t, filepath.Join(dir, "cgroup.procs")); got != strconv.Itoa(pid)+"\n" {
+		t.Fatalf("the pooled init's cgroup holds %q, want only the init %d", got, pid)
+	}
+	id := newSandbox(t, p, providers.Spec{Resources: providers.Resources{Pids: 64}})
+	done := make(chan result, 1)
+	go func() {
+		done <- run(t, p, id, "cat /proc/self/cgroup; touch /workspace/started; "+waitForGo)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Lstat(workspaceFile(p, id, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := readCg(t, filepath.Join(dir, "pids.max")); got != "64\n" {
+		t.Errorf("pids.max of the pooled init's cgroup while its command runs = %q, want 64", got)
+	}
+	if got := readCg(t, filepath.Join(dir, "cgroup.procs")); strings.Count(got, "\n") < 2 {
+		t.Errorf("the pooled init's cgroup while its command runs holds %q, want the init and the command", got)
+	}
+	if err := os.WriteFile(workspaceFile(p, id, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || !strings.Contains(r.stdout, poolPrefix+strconv.Itoa(pid)) {
+		t.Errorf("/proc/self/cgroup of the pooled init's command: %+v, want the init's own cgroup", r)
+	}
+	waitGone(t, pid, 10*time.Second)
+	p.bg.wg.Wait()
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the pooled init's cgroup outlived it: %v", err)
+	}
+}
