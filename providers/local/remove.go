@@ -84,7 +84,10 @@ func (p *Provider) discard(dir, id string) error {
 	if err := os.Rename(dir, filepath.Join(trash, id+"."+strconv.FormatInt(time.Now().UnixNano(), 36))); err != nil {
 		return removeTree(dir)
 	}
-	p.startReaper(trash)
+	// Started beside the rest of the caller's work: starting a process
+	// holds the starting thread until it has executed (~1 ms). Close
+	// waits for it.
+	p.bg.wg.Go(func() { p.startReaper(trash) })
 	return nil
 }
 
