@@ -19,7 +19,7 @@
 #   concurrent 64 concurrent execs across 16 sandboxes: all succeed, p50/p99
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
-# Knobs: RUNS (latency pairs, 40), BIG_RUNS (throughput pairs, 3),
+# Knobs: RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
 # SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
 # in bench/ for srt), builds the CLI the way the release does (static,
@@ -106,6 +106,9 @@ if want stream; then
 	bytes=$((SIZE_MB << 20))
 	# timed NAME CMD: runs CMD once, appends its wall time (ns) to
 	# $work/NAME.t and the CLI's peak RSS (KiB, from $work/rss) to NAME.rss.
+	# The first round is a warm-up, not recorded: the VM's first writes
+	# of a few GiB into memory it has not touched yet are the slowest.
+	warm=1
 	timed() {
 		local name=$1; shift
 		rm -f "$work/rss"
@@ -113,6 +116,7 @@ if want stream; then
 		t0=$(date +%s%N)
 		bash -o pipefail -c "$*"
 		t1=$(date +%s%N)
+		[ "$warm" = 1 ] && return 0
 		echo $((t1 - t0)) >>"$work/$name.t"
 		if [ -s "$work/rss" ]; then tail -1 "$work/rss" >>"$work/$name.rss"; fi
 	}
@@ -120,7 +124,8 @@ if want stream; then
 	# Each copy starts alike, untimed, on both sides: the previous version
 	# of its target removed just before (on a VM, writing into memory just
 	# freed and into memory the host has taken back differ by up to 5x).
-	for _ in $(seq "$BIG_RUNS"); do
+	for round in $(seq 0 "$BIG_RUNS"); do
+		[ "$round" -gt 0 ] && warm=0
 		timed stdout "$tv $sb --sandbox-id $sid exec -- head -c $bytes /dev/zero | cat >/dev/null"
 		timed cat "head -c $bytes /dev/zero | cat >/dev/null"
 		"$sb" --sandbox-id "$sid" exec -- rm -f /workspace/big 2>/dev/null
