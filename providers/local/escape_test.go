@@ -633,25 +633,41 @@ func TestEscapeHelperProcess(t *testing.T) {
 	_, _ = p.Exec(context.Background(), id, providers.ExecRequest{Shell: "setsid sh -c '" + waitForGo + "; touch /workspace/cli' >/dev/null 2>&1 & touch /workspace/started; sleep 60"})
 }
 
-// checkKillTree (#22): SIGKILL of the CLI (a process running Exec) and
-// the provider's own kill of the init (a timeout) leave nothing running.
-func checkKillTree(t *testing.T, e *escapeEnv, id, tok string) {
+// startHelper starts the test binary as TestEscapeHelperProcess on sandbox
+// id of p and returns once the helper's command runs.
+func startHelper(t *testing.T, p *Provider, id string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEscapeHelperProcess$")
-	cmd.Env = append(os.Environ(), helperEnvVar+"="+filepath.Dir(e.p.dir)+"|"+id)
+	cmd.Env = append(os.Environ(), helperEnvVar+"="+filepath.Dir(p.dir)+"|"+id)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	if !waitStarted(p, id) {
+		_ = cmd.Process.Kill()
+		t.Fatal("the helper's command never started")
+	}
+	return cmd
+}
+
+// waitStarted waits up to 30 seconds for a command in sandbox id to create
+// /workspace/started, and reports whether it did.
+func waitStarted(p *Provider, id string) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Lstat(workspaceFile(e.p, id, "started")); err == nil {
-			break
+		if _, err := os.Lstat(workspaceFile(p, id, "started")); err == nil {
+			return true
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatal("the helper's command never started")
+			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// checkKillTree (#22): SIGKILL of the CLI (a process running Exec) and
+// the provider's own kill of the init (a timeout) leave nothing running.
+func checkKillTree(t *testing.T, e *escapeEnv, id, tok string) {
+	cmd := startHelper(t, e.p, id)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	// Within a second nothing of the sandbox may still run: the init

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -96,22 +95,7 @@ func TestPooledInitDiesWithItsCommand(t *testing.T) {
 	p := newTestProvider(t)
 	pid := startTestPool(t, p, time.Minute)
 	id := newSandbox(t, p, providers.Spec{})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEscapeHelperProcess$")
-	cmd.Env = append(os.Environ(), helperEnvVar+"="+filepath.Dir(p.dir)+"|"+id)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Lstat(workspaceFile(p, id, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatal("the helper's command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd := startHelper(t, p, id)
 	if _, err := os.Lstat(poolSocket(p)); !errors.Is(err, fs.ErrNotExist) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("the operation did not take the pooled init: its socket is still there (%v)", err)
@@ -184,15 +168,8 @@ func TestPooledInitCgroups(t *testing.T) {
 	go func() {
 		done <- run(t, p, id, "cat /proc/self/cgroup; touch /workspace/started; "+waitForGo)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Lstat(workspaceFile(p, id, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitStarted(p, id) {
+		t.Fatal("the command never started")
 	}
 	if got := readCg(t, filepath.Join(dir, "pids.max")); got != "64\n" {
 		t.Errorf("pids.max of the pooled init's cgroup while its command runs = %q, want 64", got)
