@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -326,18 +325,11 @@ func (p *Provider) startHolderProcess(dir, id string, shared bool, res providers
 		Env:        []string{},
 		Dir:        "/", // not the caller's directory, which it would pin
 		ExtraFiles: []*os.File{ctlR, statW, lnFile, slot, mountLock},
-		SysProcAttr: &syscall.SysProcAttr{
-			// The host's network: each spare gets a network of its own
-			// unless its operation shares the host's.
-			Cloneflags:  cloneFlags(true),
-			UidMappings: idMap(p.uid),
-			GidMappings: idMap(p.gid),
-			Setsid:      true,
-		},
+		// The host's network: each spare gets a network of its own
+		// unless its operation shares the host's.
+		SysProcAttr: nsAttr(p.uid, p.gid, true),
 	}
-	if p.uid != 0 {
-		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
-	}
+	cmd.SysProcAttr.Setsid = true
 	err = cmd.Start()
 	ctlR.Close()
 	statW.Close()

@@ -50,6 +50,22 @@ func cloneFlags(sharedNet bool) uintptr {
 	return f
 }
 
+// nsAttr starts a process in a sandbox's new namespaces (cloneFlags) with
+// the invoking user's ids mapped to themselves; a user other than root
+// keeps the capabilities an init needs (initAmbientCaps).
+func nsAttr(uid, gid int, sharedNet bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{
+		Cloneflags:                 cloneFlags(sharedNet),
+		UidMappings:                idMap(uid),
+		GidMappings:                idMap(gid),
+		GidMappingsEnableSetgroups: false,
+	}
+	if uid != 0 {
+		a.AmbientCaps = initAmbientCaps()
+	}
+	return a
+}
+
 // initStdio are the init's standard streams. Nil readers and writers mean
 // /dev/null.
 type initStdio struct {
@@ -249,27 +265,20 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 // ends are closed.
 func (p *Provider) startCold(pr *proc, ends *opEnds, sharedNet bool) (int, error) {
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{initArgv0},
-		Env:        []string{}, // nothing of the host's environment
-		ExtraFiles: ends.files[:2],
-		Stdin:      ends.files[2],
-		Stdout:     ends.files[3],
-		Stderr:     ends.files[4],
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:                 cloneFlags(sharedNet),
-			UidMappings:                idMap(p.uid),
-			GidMappings:                idMap(p.gid),
-			GidMappingsEnableSetgroups: false,
-			Pdeathsig:                  syscall.SIGKILL,
-		},
+		Path:        "/proc/self/exe",
+		Args:        []string{initArgv0},
+		Env:         []string{}, // nothing of the host's environment
+		ExtraFiles:  ends.files[:2],
+		Stdin:       ends.files[2],
+		Stdout:      ends.files[3],
+		Stderr:      ends.files[4],
+		SysProcAttr: nsAttr(p.uid, p.gid, sharedNet),
 	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if p.weak {
 		// No namespaces. SIGTERM, not SIGKILL, when the CLI dies: the
 		// init kills what the command left behind (see weak.go).
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	} else if p.uid != 0 {
-		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
 	}
 	pr.cmd = cmd
 

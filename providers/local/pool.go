@@ -217,29 +217,20 @@ func startPooled(dir, name string, idle time.Duration) int {
 		return 0
 	}
 	defer readyR.Close()
-	uid, gid := os.Getuid(), os.Getgid()
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		// The socket's name, relative to the init's working directory:
 		// its command line, which the sandbox can read, names no host
 		// path.
-		Args:       []string{poolArgv0, strconv.FormatInt(int64(idle), 10), name},
-		Env:        []string{},
-		Dir:        dir,
-		ExtraFiles: []*os.File{sock, readyW},
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:                 cloneFlags(false),
-			UidMappings:                idMap(uid),
-			GidMappings:                idMap(gid),
-			GidMappingsEnableSetgroups: false,
-			// Its own session, as the reaper's: nothing at the
-			// terminal is for it.
-			Setsid: true,
-		},
+		Args:        []string{poolArgv0, strconv.FormatInt(int64(idle), 10), name},
+		Env:         []string{},
+		Dir:         dir,
+		ExtraFiles:  []*os.File{sock, readyW},
+		SysProcAttr: nsAttr(os.Getuid(), os.Getgid(), false),
 	}
-	if uid != 0 {
-		cmd.SysProcAttr.AmbientCaps = initAmbientCaps()
-	}
+	// Its own session, as the reaper's: nothing at the terminal is for
+	// it.
+	cmd.SysProcAttr.Setsid = true
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {
