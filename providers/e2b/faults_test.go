@@ -484,7 +484,7 @@ func TestListPages(t *testing.T) {
 // deadline, and that a client keeps working with them.
 func TestEmulatorRestart(t *testing.T) {
 	dir := t.TempDir()
-	backend, err := local.New(providers.Config{StateDir: dir})
+	backend, err := local.New(providers.Config{StateDir: dir, Getenv: noPool})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,10 @@ func newTestProvider(t testing.TB) *Provider {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	// No pooled inits (pool_test.go turns them on): a reaper started by
+	// a test's last delete would make them while the test directory is
+	// being removed.
+	p.noPool = true
 	// Runs before TempDir's own cleanup, which cannot enter the mode-000
 	// directories overlayfs leaves when the tests run unprivileged.
 	t.Cleanup(func() { _ = removeTree(dir) })

@@ -57,6 +57,10 @@ const (
 	poolTick = time.Second
 )
 
+// poolEnvVar set to 0 turns the pool off: every cold init starts on the
+// spot, and no process of this binary waits between commands.
+const poolEnvVar = "SANDBOX_LOCAL_POOL"
+
 // defaultPoolIdle is how long a pooled init waits for an operation.
 const defaultPoolIdle = 2 * time.Minute
 

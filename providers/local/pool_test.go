@@ -14,6 +14,17 @@ import (
 	"github.com/agentbox/sandbox/providers"
 )
 
+// newPoolProvider is newTestProvider with pooled inits on; they go off
+// again when the test function returns, before the cleanups delete its
+// sandboxes (a delete's reaper would start one while the test directory
+// is being removed).
+func newPoolProvider(t *testing.T) (*Provider, func()) {
+	t.Helper()
+	p := newTestProvider(t)
+	p.noPool = false
+	return p, func() { p.noPool = true }
+}
+
 // startTestPool starts a pooled init for p, as a reaper would, and fails
 // unless one was started.
 func startTestPool(t *testing.T, p *Provider, idle time.Duration) int {
@@ -36,7 +47,8 @@ func poolSocket(p *Provider) string {
 // the next one.
 func TestPooledInit(t *testing.T) {
 	t.Parallel()
-	p := newTestProvider(t)
+	p, off := newPoolProvider(t)
+	defer off()
 	pid := startTestPool(t, p, time.Minute)
 	if startPooled(filepath.Join(p.dir, poolDir), poolSockName(p.identity), time.Minute) != 0 {
 		t.Error("a second pooled init was started beside a waiting one")
@@ -92,7 +104,8 @@ id -u; ls /`
 // gone) ends the init and everything the operation started.
 func TestPooledInitDiesWithItsCommand(t *testing.T) {
 	t.Parallel()
-	p := newTestProvider(t)
+	p, off := newPoolProvider(t)
+	defer off()
 	pid := startTestPool(t, p, time.Minute)
 	id := newSandbox(t, p, providers.Spec{})
 	cmd := startHelper(t, p, id)
@@ -112,7 +125,8 @@ func TestPooledInitDiesWithItsCommand(t *testing.T) {
 // take the name.
 func TestPooledInitIdleAndStale(t *testing.T) {
 	t.Parallel()
-	p := newTestProvider(t)
+	p, off := newPoolProvider(t)
+	defer off()
 	pid := startTestPool(t, p, 200*time.Millisecond)
 	waitGone(t, pid, 10*time.Second)
 	if _, err := os.Lstat(poolSocket(p)); !errors.Is(err, fs.ErrNotExist) {
@@ -153,7 +167,8 @@ func TestPooledInitIdleAndStale(t *testing.T) {
 // the init has exited.
 func TestPooledInitCgroups(t *testing.T) {
 	t.Parallel()
-	p := newTestProvider(t)
+	p, off := newPoolProvider(t)
+	defer off()
 	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
 		t.Logf("no cgroup this user may manage (%s)", p.cg.describe())
 		return

@@ -110,7 +110,7 @@ func New(cfg providers.Config) (*Provider, error) {
 			return nil, fmt.Errorf("local: create state directory: %w", err)
 		}
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, poolIdle: defaultPoolIdle, weak: cfg.Lookup(weakEnvVar) == "1"}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, poolIdle: defaultPoolIdle, noPool: cfg.Lookup(poolEnvVar) == "0", weak: cfg.Lookup(weakEnvVar) == "1"}
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")

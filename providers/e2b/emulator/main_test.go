@@ -19,11 +19,20 @@ func TestMain(m *testing.M) {
 // testKey is an API key in the format the SDK expects.
 const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 
+// noPool turns the local backend's pooled inits off: one started as a
+// test ends would be made in its state directory while that is removed.
+func noPool(key string) (string, bool) {
+	if key == "SANDBOX_LOCAL_POOL" {
+		return "0", true
+	}
+	return "", false
+}
+
 // serve starts an emulator backed by a fresh local provider behind a fault
 // layer and returns its URL.
 func serve(t *testing.T) (string, *emulator.Faults, *e2bemu.Server) {
 	t.Helper()
-	backend, err := local.New(providers.Config{StateDir: t.TempDir()})
+	backend, err := local.New(providers.Config{StateDir: t.TempDir(), Getenv: noPool})
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}

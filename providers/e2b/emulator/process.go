@@ -477,17 +477,24 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, p *process, sub 
 		case <-r.Context().Done():
 			return
 		case <-p.done:
-			// Subscribed after the end was published: nothing more comes.
-			select {
-			case m := <-sub.ch:
-				if m.event != nil && s.send(w, m.event) != nil {
+			// The end was published: what this subscriber has not sent
+			// yet (output, then the end) waits in its channel, unless it
+			// subscribed after the end.
+			for {
+				select {
+				case m := <-sub.ch:
+					if m.event != nil && s.send(w, m.event) != nil {
+						return
+					}
+					if m.final {
+						writeEnd(w, m.endErr)
+						return
+					}
+				default:
+					writeEnd(w, newRPCError(wire.CodeNotFound, "the process has ended"))
 					return
 				}
-				writeEnd(w, m.endErr)
-			default:
-				writeEnd(w, newRPCError(wire.CodeNotFound, "the process has ended"))
 			}
-			return
 		case <-tick:
 			if err := s.send(w, &wire.ProcessEvent{Keepalive: &struct{}{}}); err != nil {
 				return
