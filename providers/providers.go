@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"os"
 	"time"
 )
 
@@ -73,6 +74,18 @@ type Provider interface {
 // contents natively. Without it the engine runs grep inside the sandbox.
 type Grepper interface {
 	Grep(ctx context.Context, id string, req GrepRequest) ([]GrepMatch, error)
+}
+
+// FileDownloader is an optional interface for providers that can copy one
+// regular file of a sandbox into a host file directly: the local provider
+// hands the host file to the process that reads the sandbox's file, which
+// copies it in the kernel, where Download's tar stream passes through a
+// pipe and a second process. DownloadFile writes the file's bytes to dst
+// from its current offset; a src that is not a regular file returns an
+// error matching ErrInvalid, a missing one ErrNotFound. Without it the
+// engine extracts Download's stream.
+type FileDownloader interface {
+	DownloadFile(ctx context.Context, id, src string, dst *os.File) error
 }
 
 // Closer is an optional interface for providers that hold connections or

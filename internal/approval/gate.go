@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -406,6 +407,31 @@ func (g *Gate) Download(ctx context.Context, id, src string, w io.Writer) error 
 	return g.do(ctx, g.request(ctx, KindDownload, id, p), func(ctx context.Context) (*int, error) {
 		return nil, g.inner.Download(ctx, id, p, w)
 	})
+}
+
+// DownloadFile is gated as KindDownload with Target src, as Download is:
+// one regular file copied into dst by the provider directly (see
+// providers.FileDownloader). Without that copy it returns ErrUnsupported,
+// asking nobody; CanDownloadFile tells beforehand.
+func (g *Gate) DownloadFile(ctx context.Context, id, src string, dst *os.File) error {
+	fd, ok := g.inner.(providers.FileDownloader)
+	if !ok {
+		return providers.Errorf(providers.ErrUnsupported, g.inner.Name(), "download", "no direct copy of a file")
+	}
+	p, err := g.clean(src)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, g.request(ctx, KindDownload, id, p), func(ctx context.Context) (*int, error) {
+		return nil, fd.DownloadFile(ctx, id, p, dst)
+	})
+}
+
+// CanDownloadFile reports whether the provider copies a file into a host
+// file directly (DownloadFile).
+func (g *Gate) CanDownloadFile() bool {
+	_, ok := g.inner.(providers.FileDownloader)
+	return ok
 }
 
 // EditResult is the outcome of an Edit.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -342,5 +343,100 @@ func TestCallTimeout(t *testing.T) {
 	defer cancel2()
 	if _, ok := free.Deadline(); ok {
 		t.Fatal("zero duration must not set a deadline")
+	}
+}
+
+// directFake is the fake provider with a direct file copy
+// (providers.FileDownloader) that counts its calls and, when cut is set,
+// fails half-way through a file.
+type directFake struct {
+	*fake.Provider
+	calls int
+	cut   bool
+}
+
+func (d *directFake) DownloadFile(ctx context.Context, id, src string, dst *os.File) error {
+	d.calls++
+	rc, err := d.ReadFile(ctx, id, src)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	if d.cut {
+		_, _ = dst.Write(data[:len(data)/2])
+		return errors.New("cut")
+	}
+	_, err = dst.Write(data)
+	return err
+}
+
+// TestDownloadFileDirect: a provider that copies a file into a host file
+// directly gets the download of a single regular file, which lands whole,
+// with the remote file's mode, under the rules of the tar path (no
+// overwrite without Force, nothing left after a failure); a directory
+// still goes through the tar stream.
+func TestDownloadFileDirect(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	d := &directFake{Provider: fx.fake}
+	reg := fake.Registration()
+	reg.New = func(providers.Config) (providers.Provider, error) { return d, nil }
+	fx.engine = New(Options{Registry: providers.NewRegistry(reg), StateDir: t.TempDir(), DefaultProvider: "fake"})
+	ctx := context.Background()
+	s, err := fx.engine.Open(ctx, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	body := strings.Repeat("direct\n", 1000)
+	if err := s.Write(ctx, "d/a.txt", strings.NewReader(body), false); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := s.gate.Stat(ctx, s.info.ID, "/workspace/d/a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	local := filepath.Join(host, "a.txt")
+	var done, total int64
+	if err := s.Download(ctx, "/workspace/d/a.txt", local, TransferOptions{Progress: func(n, t int64) { done, total = n, t }}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(local)
+	if err != nil || string(got) != body {
+		t.Fatalf("downloaded %d bytes, %v; want %d", len(got), err, len(body))
+	}
+	if st, _ := os.Stat(local); st.Mode().Perm() != fi.Mode.Perm() {
+		t.Errorf("mode %v, want the remote file's %v", st.Mode().Perm(), fi.Mode.Perm())
+	}
+	if d.calls != 1 || done != int64(len(body)) || total != int64(len(body)) {
+		t.Errorf("direct copies %d, progress %d of %d; want 1, %d of %d", d.calls, done, total, len(body), len(body))
+	}
+	if err := s.Download(ctx, "/workspace/d/a.txt", local, TransferOptions{}); !errors.Is(err, providers.ErrExists) {
+		t.Errorf("a second download without Force: %v, want ErrExists", err)
+	}
+	if err := s.Download(ctx, "/workspace/d/a.txt", local, TransferOptions{Force: true}); err != nil {
+		t.Errorf("a second download with Force: %v", err)
+	}
+	d.cut = true
+	cut := filepath.Join(host, "cut.txt")
+	if err := s.Download(ctx, "/workspace/d/a.txt", cut, TransferOptions{}); err == nil {
+		t.Error("a download cut half-way succeeded")
+	}
+	entries, _ := os.ReadDir(host)
+	if len(entries) != 1 || entries[0].Name() != "a.txt" {
+		t.Errorf("after a cut download the directory holds %v, want only a.txt", entries)
+	}
+	d.cut = false
+	calls := d.calls
+	if err := s.Download(ctx, "/workspace/d", filepath.Join(host, "dir"), TransferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(host, "dir", "a.txt")); err != nil || string(got) != body || d.calls != calls {
+		t.Errorf("a directory's download: %d bytes, %v, direct copies %d (want the tar stream)", len(got), err, d.calls-calls)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentbox/sandbox/internal/approval"
@@ -365,6 +366,9 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		return err
 	}
 	defer root.Close()
+	if rfi.Mode.IsRegular() && s.gate.CanDownloadFile() {
+		return s.downloadFile(approval.WithDetails(ctx, details), remote, root, filepath.Base(abs), rfi, o)
+	}
 
 	// An OS pipe rather than an io.Pipe: a provider that runs the
 	// download in another process hands it the write end, and the tar
@@ -405,6 +409,24 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 	return xerr
 }
 
+// downloadFile copies the regular file remote, described by rfi, to name
+// in root through the provider's direct copy (providers.FileDownloader):
+// into a temporary file that becomes name once complete, with the remote
+// file's mode and time, as an extracted file gets them. Progress is the
+// temporary file's growing size.
+func (s *Session) downloadFile(ctx context.Context, remote string, root *os.Root, name string, rfi providers.FileInfo, o TransferOptions) error {
+	meter := newMeter(rfi.Size, o.Progress)
+	err := archive.WriteFile(ctx, root, name, o.Force, rfi.Mode.Perm(), rfi.ModTime, func(f *os.File) error {
+		stop := meter.follow(f)
+		defer stop()
+		return s.gate.DownloadFile(ctx, s.info.ID, remote, f)
+	})
+	if err == nil {
+		meter.report()
+	}
+	return err
+}
+
 // meter reports a transfer's progress, at most every 100 ms.
 type meter struct {
 	n     int64
@@ -424,6 +446,39 @@ func (m *meter) add(n int64) {
 	if now := time.Now(); now.Sub(m.last) > 100*time.Millisecond {
 		m.last = now
 		m.report()
+	}
+}
+
+// follow counts the size of f, reported every 100 ms, until the returned
+// stop, which takes its final size.
+func (m *meter) follow(f *os.File) (stop func()) {
+	if m.fn == nil {
+		return func() {}
+	}
+	size := func() {
+		if fi, err := f.Stat(); err == nil {
+			m.n = fi.Size()
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				size()
+				m.report()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		size()
 	}
 }
 

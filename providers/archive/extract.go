@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/agentbox/sandbox/providers"
 )
@@ -118,6 +119,44 @@ func (x *extractor) next(tr *Reader) (*tar.Header, error) {
 		}
 		return hdr, nil
 	}
+}
+
+// WriteFile makes the file name of root the way Extract makes a single
+// file: fill writes a new temporary file beside it, which gets the mode
+// perm and the modification time mtime (unless zero) and then takes the
+// name, refusing an existing one unless force (and a directory always).
+// Nothing is left behind when any step fails.
+func WriteFile(ctx context.Context, root *os.Root, name string, force bool, perm fs.FileMode, mtime time.Time, fill func(*os.File) error) error {
+	name, err := rootName(name)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return fmt.Errorf("a file cannot name the root: %w", providers.ErrInvalid)
+	}
+	x := &extractor{ctx: ctx, root: root, force: force}
+	if err := x.checkTarget(name); err != nil {
+		return err
+	}
+	tmp, f, err := x.createTemp(path.Dir(name))
+	if err != nil {
+		return err
+	}
+	err = fill(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Chmod(tmp, perm)
+	}
+	if err == nil && !mtime.IsZero() {
+		err = root.Chtimes(tmp, mtime, mtime)
+	}
+	if err != nil {
+		root.Remove(tmp)
+		return err
+	}
+	return x.commit(tmp, name)
 }
 
 // single handles SingleFileAs: when the first entry is a regular file it is

@@ -228,6 +228,19 @@ func (p *Provider) ReadFile(ctx context.Context, id, path string) (io.ReadCloser
 	return &fileReader{r: r, pr: pr, fc: fc, ctx: ctx, stop: stop}, nil
 }
 
+// DownloadFile copies the regular file src into dst (see
+// providers.FileDownloader): the init that opens src inside the sandbox's
+// view gets dst as its output and copies with sendfile, in the kernel.
+func (p *Provider) DownloadFile(ctx context.Context, id, src string, dst *os.File) error {
+	fc, err := p.prepare(ctx, id, "download", fileRequest{Op: opRead, Path: src})
+	if err != nil {
+		return err
+	}
+	fc.stdio.stdout = dst
+	_, err = p.run(ctx, fc)
+	return err
+}
+
 // fileReader is the stream of ReadFile. At EOF it checks that the init
 // finished the copy; a failure mid-way is returned instead of io.EOF.
 type fileReader struct {

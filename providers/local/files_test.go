@@ -719,3 +719,50 @@ func setImmutable(t *testing.T, name string, on bool) {
 		t.Fatal(err)
 	}
 }
+
+// TestDownloadFileDirect: DownloadFile copies a sandbox file into a host
+// file, from the host file's offset, in a cold init and through a holder;
+// it reads inside the sandbox's view (a link to a host file the sandbox
+// does not see finds nothing) and refuses a directory.
+func TestDownloadFileDirect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("0123456789abcdef"), 3<<16)
+	want = append(want, "tail\n"...)
+	for _, cold := range []bool{true, false} {
+		p := newTestProvider(t)
+		p.coldOnly = cold
+		id := newSandbox(t, p, providers.Spec{})
+		if err := p.WriteFile(ctx, id, "/workspace/f.bin", bytes.NewReader(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, p, id, "ln -s "+secret+" /workspace/link")
+		dst, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dst.WriteString("x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.DownloadFile(ctx, id, "/workspace/f.bin", dst); err != nil {
+			t.Fatalf("cold %v: DownloadFile: %v", cold, err)
+		}
+		if got, err := os.ReadFile(dst.Name()); err != nil || !bytes.Equal(got, append([]byte("x"), want...)) {
+			t.Errorf("cold %v: the host file holds %d bytes, %v; want x and the %d of the sandbox's file", cold, len(got), err, len(want))
+		}
+		if err := p.DownloadFile(ctx, id, "/workspace/link", dst); !errors.Is(err, providers.ErrNotFound) {
+			t.Errorf("cold %v: DownloadFile of a link to a host file = %v, want ErrNotFound", cold, err)
+		}
+		if err := p.DownloadFile(ctx, id, "/workspace", dst); err == nil {
+			t.Errorf("cold %v: DownloadFile of a directory succeeded", cold)
+		}
+		dst.Close()
+		if !cold {
+			assertHolder(t, p, id)
+		}
+	}
+}
