@@ -88,6 +88,18 @@ type FileDownloader interface {
 	DownloadFile(ctx context.Context, id, src string, dst *os.File) error
 }
 
+// FileUploader is an optional interface for providers that can copy one
+// regular host file into a sandbox directly (the local provider hands it
+// to the process that writes the sandbox's file, which copies it in the
+// kernel). UploadFile creates or replaces dst with the bytes of src from
+// its current offset to its end, with the mode perm and the modification
+// time mtime (unless zero), creating missing parent directories; a failure
+// or a cancellation leaves no partial file. Without it the engine sends
+// Upload a tar stream.
+type FileUploader interface {
+	UploadFile(ctx context.Context, id, dst string, src *os.File, perm fs.FileMode, mtime time.Time) error
+}
+
 // Closer is an optional interface for providers that hold connections or
 // background work that must end when the program exits.
 type Closer interface {

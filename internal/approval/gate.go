@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -431,6 +432,31 @@ func (g *Gate) DownloadFile(ctx context.Context, id, src string, dst *os.File) e
 // file directly (DownloadFile).
 func (g *Gate) CanDownloadFile() bool {
 	_, ok := g.inner.(providers.FileDownloader)
+	return ok
+}
+
+// UploadFile is gated as KindUpload with Target the directory dst goes
+// into, as Upload is: one regular host file copied to dst by the provider
+// directly (see providers.FileUploader). Without that copy it returns
+// ErrUnsupported, asking nobody; CanUploadFile tells beforehand.
+func (g *Gate) UploadFile(ctx context.Context, id, dst string, src *os.File, perm fs.FileMode, mtime time.Time) error {
+	fu, ok := g.inner.(providers.FileUploader)
+	if !ok {
+		return providers.Errorf(providers.ErrUnsupported, g.inner.Name(), "upload", "no direct copy of a file")
+	}
+	p, err := g.clean(dst)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, g.request(ctx, KindUpload, id, path.Dir(p)), func(ctx context.Context) (*int, error) {
+		return nil, fu.UploadFile(ctx, id, p, src, perm, mtime)
+	})
+}
+
+// CanUploadFile reports whether the provider copies a host file into a
+// sandbox directly (UploadFile).
+func (g *Gate) CanUploadFile() bool {
+	_, ok := g.inner.(providers.FileUploader)
 	return ok
 }
 

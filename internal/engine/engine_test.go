@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -372,6 +374,79 @@ func (d *directFake) DownloadFile(ctx context.Context, id, src string, dst *os.F
 	}
 	_, err = dst.Write(data)
 	return err
+}
+
+func (d *directFake) UploadFile(ctx context.Context, id, dst string, src *os.File, perm fs.FileMode, mtime time.Time) error {
+	d.calls++
+	data, err := io.ReadAll(src)
+	if err != nil {
+		return err
+	}
+	if d.cut {
+		return errors.New("cut")
+	}
+	return d.WriteFile(ctx, id, dst, bytes.NewReader(data), perm)
+}
+
+// TestUploadFileDirect: a provider that copies a host file into a sandbox
+// directly gets the upload of a single regular file, to the same target
+// as the tar stream's (a name given, or into a directory), under the same
+// no-overwrite rule and with progress; a directory still goes through the
+// tar stream.
+func TestUploadFileDirect(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	d := &directFake{Provider: fx.fake}
+	reg := fake.Registration()
+	reg.New = func(providers.Config) (providers.Provider, error) { return d, nil }
+	fx.engine = New(Options{Registry: providers.NewRegistry(reg), StateDir: t.TempDir(), DefaultProvider: "fake"})
+	ctx := context.Background()
+	s, err := fx.engine.Open(ctx, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	host := t.TempDir()
+	body := strings.Repeat("upload\n", 1000)
+	local := filepath.Join(host, "u.txt")
+	if err := os.WriteFile(local, []byte(body), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var done int64
+	if err := s.Upload(ctx, local, "/workspace/in/named.txt", TransferOptions{Progress: func(n, _ int64) { done = n }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.gate.Mkdir(ctx, s.info.ID, "/workspace/dir"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Upload(ctx, local, "/workspace/dir", TransferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/workspace/in/named.txt", "/workspace/dir/u.txt"} {
+		var b strings.Builder
+		if err := s.Read(ctx, p, &b); err != nil || b.String() != body {
+			t.Errorf("%s after the upload: %d bytes, %v", p, b.Len(), err)
+		}
+	}
+	if d.calls != 2 || done != int64(len(body)) {
+		t.Errorf("direct copies %d, progress %d; want 2, %d", d.calls, done, len(body))
+	}
+	if err := s.Upload(ctx, local, "/workspace/in/named.txt", TransferOptions{}); !errors.Is(err, providers.ErrExists) {
+		t.Errorf("a second upload without Force: %v, want ErrExists", err)
+	}
+	d.cut = true
+	if err := s.Upload(ctx, local, "/workspace/in/cut.txt", TransferOptions{}); err == nil {
+		t.Error("a copy that failed succeeded")
+	}
+	d.cut = false
+	calls := d.calls
+	if err := s.Upload(ctx, host, "/workspace/tree", TransferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.Read(ctx, "/workspace/tree/u.txt", &b); err != nil || b.String() != body || d.calls != calls {
+		t.Errorf("a directory's upload: %d bytes, %v, direct copies %d (want the tar stream)", b.Len(), err, d.calls-calls)
+	}
 }
 
 // TestDownloadFileDirect: a provider that copies a file into a host file

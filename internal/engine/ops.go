@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/sandbox/internal/approval"
@@ -282,6 +283,10 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 		return fmt.Errorf("%d file(s) already exist in the sandbox (first: %s); pass --force to overwrite: %w", len(clash), clash[0], providers.ErrExists)
 	}
 
+	if lfi.Mode().IsRegular() && s.gate.CanUploadFile() {
+		return s.uploadFile(approval.WithDetails(ctx, details), root, name, path.Join(dst, entry), o)
+	}
+
 	// The tar stream goes through an OS pipe, file contents spliced into
 	// it: a provider that extracts in another process hands that process
 	// the pipe, and no byte passes through this one.
@@ -409,6 +414,37 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 	return xerr
 }
 
+// uploadFile copies the regular host file name of root to target through
+// the provider's direct copy (providers.FileUploader), with its mode and
+// time, as the tar stream's extraction gives them. Progress is the host
+// file's offset, which the copy advances.
+func (s *Session) uploadFile(ctx context.Context, root *os.Root, name, target string, o TransferOptions) error {
+	// Non-blocking: a FIFO put in the file's place must not hang the open.
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is no longer a regular file: %w", name, providers.ErrInvalid)
+	}
+	meter := newMeter(fi.Size(), o.Progress)
+	stop := meter.follow(func() int64 {
+		off, _ := f.Seek(0, io.SeekCurrent)
+		return off
+	})
+	err = s.gate.UploadFile(ctx, s.info.ID, target, f, fi.Mode().Perm(), fi.ModTime())
+	stop()
+	if err == nil {
+		meter.report()
+	}
+	return err
+}
+
 // downloadFile copies the regular file remote, described by rfi, to name
 // in root through the provider's direct copy (providers.FileDownloader):
 // into a temporary file that becomes name once complete, with the remote
@@ -417,7 +453,13 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 func (s *Session) downloadFile(ctx context.Context, remote string, root *os.Root, name string, rfi providers.FileInfo, o TransferOptions) error {
 	meter := newMeter(rfi.Size, o.Progress)
 	err := archive.WriteFile(ctx, root, name, o.Force, rfi.Mode.Perm(), rfi.ModTime, func(f *os.File) error {
-		stop := meter.follow(f)
+		stop := meter.follow(func() int64 {
+			fi, _ := f.Stat()
+			if fi == nil {
+				return 0
+			}
+			return fi.Size()
+		})
 		defer stop()
 		return s.gate.DownloadFile(ctx, s.info.ID, remote, f)
 	})
@@ -449,17 +491,13 @@ func (m *meter) add(n int64) {
 	}
 }
 
-// follow counts the size of f, reported every 100 ms, until the returned
-// stop, which takes its final size.
-func (m *meter) follow(f *os.File) (stop func()) {
+// follow counts what at returns (the bytes moved so far), reported every
+// 100 ms, until the returned stop, which takes its final count.
+func (m *meter) follow(at func() int64) (stop func()) {
 	if m.fn == nil {
 		return func() {}
 	}
-	size := func() {
-		if fi, err := f.Stat(); err == nil {
-			m.n = fi.Size()
-		}
-	}
+	size := func() { m.n = at() }
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {

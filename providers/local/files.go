@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/archive"
@@ -238,6 +239,33 @@ func (p *Provider) DownloadFile(ctx context.Context, id, src string, dst *os.Fil
 	}
 	fc.stdio.stdout = dst
 	_, err = p.run(ctx, fc)
+	return err
+}
+
+// UploadFile copies the regular host file src to dst (see
+// providers.FileUploader): the init that writes dst inside the sandbox's
+// view, through a temporary file, gets src as its input and copies with
+// sendfile, in the kernel. Its control pipe stays open until the init
+// ends: closed before, when ctx ends, it tells the init to discard the
+// copy.
+func (p *Provider) UploadFile(ctx context.Context, id, dst string, src *os.File, perm fs.FileMode, mtime time.Time) error {
+	req := fileRequest{Op: opWrite, Path: dst, Mode: perm, Direct: true}
+	if !mtime.IsZero() {
+		req.MTime = mtime.UnixNano()
+	}
+	fc, err := p.prepare(ctx, id, "upload to", req)
+	if err != nil {
+		return err
+	}
+	fc.stdio.stdin = src
+	pr, err := p.start(fc)
+	if err != nil {
+		return err
+	}
+	stop := pr.watch(ctx, func() { pr.closeCtl(false) })
+	last, got := pr.finish()
+	stop()
+	_, err = fc.result(ctx, pr, last, got)
 	return err
 }
 

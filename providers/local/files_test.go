@@ -5,11 +5,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -764,5 +768,72 @@ func TestDownloadFileDirect(t *testing.T) {
 		if !cold {
 			assertHolder(t, p, id)
 		}
+	}
+}
+
+// TestUploadFileDirect: UploadFile copies a host file, from its offset,
+// into the sandbox with its mode and time, in a cold init and through a
+// holder, creating the parents and leaving no temporary file; a link
+// planted in the workspace resolves inside the sandbox's view.
+func TestUploadFileDirect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	want := bytes.Repeat([]byte("fedcba9876543210"), 3<<16)
+	src, err := os.Create(filepath.Join(t.TempDir(), "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := src.Write(append([]byte("skipped"), want...)); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	for _, cold := range []bool{true, false} {
+		p := newTestProvider(t)
+		p.coldOnly = cold
+		id := newSandbox(t, p, providers.Spec{})
+		mustRun(t, p, id, "mkdir -p $HOME/elsewhere && ln -s $HOME/elsewhere /workspace/link")
+		if _, err := src.Seek(int64(len("skipped")), io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.UploadFile(ctx, id, "/workspace/a/b/f.bin", src, 0o640, mtime); err != nil {
+			t.Fatalf("cold %v: UploadFile: %v", cold, err)
+		}
+		got := mustRun(t, p, id, "stat -c '%a %s %Y' /workspace/a/b/f.bin; sha256sum < /workspace/a/b/f.bin; ls -A /workspace/a/b")
+		sum := sha256.Sum256(want)
+		wantOut := fmt.Sprintf("640 %d %d\n%s  -\nf.bin\n", len(want), mtime.Unix(), hex.EncodeToString(sum[:]))
+		if got != wantOut {
+			t.Errorf("cold %v: after UploadFile:\n%s\nwant:\n%s", cold, got, wantOut)
+		}
+		if _, err := src.Seek(0, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.UploadFile(ctx, id, "/workspace/link/x", src, 0o644, time.Time{}); err != nil {
+			t.Fatalf("cold %v: UploadFile through a link: %v", cold, err)
+		}
+		if got := mustRun(t, p, id, "wc -c < $HOME/elsewhere/x"); strings.TrimSpace(got) != strconv.Itoa(len("skipped")+len(want)) {
+			t.Errorf("cold %v: the file written through the link holds %q bytes", cold, got)
+		}
+		if !cold {
+			assertHolder(t, p, id)
+		}
+	}
+}
+
+// TestAborted: a direct write counts as aborted once the host closed the
+// control pipe, and only then.
+func TestAborted(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if aborted(int(r.Fd())) {
+		t.Error("aborted while the host holds the pipe open")
+	}
+	w.Close()
+	if !aborted(int(r.Fd())) {
+		t.Error("not aborted after the host closed the pipe")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sys/unix"
@@ -41,7 +42,7 @@ func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	case opRead:
 		err = serveRead(req.Path, rep)
 	case opWrite:
-		err = serveWrite(req.Path, req.Mode, ctl)
+		err = serveWrite(req, ctl)
 	case opStat:
 		var fi providers.FileInfo
 		fi, err = statPath(req.Path)
@@ -128,6 +129,19 @@ func committed(ctl *bufio.Reader) bool {
 	return err == nil && b == commitByte
 }
 
+// aborted says whether the host closed the control pipe fd, which it does
+// during a direct write only to abort it (see fileRequest.Direct).
+func aborted(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || n > 0
+	}
+}
+
 // errAborted says that the host did not confirm the input stream.
 var errAborted = errors.New("input stream aborted: nothing was written")
 
@@ -140,7 +154,8 @@ func tempName(name string) string {
 
 // serveWrite replaces p with stdin through a temporary file and a rename,
 // creating missing parents; an aborted stream leaves nothing behind.
-func serveWrite(p string, mode fs.FileMode, ctl *bufio.Reader) error {
+func serveWrite(req *fileRequest, ctl *bufio.Reader) error {
+	p, mode := req.Path, req.Mode
 	if mode == 0 {
 		mode = 0o644
 	}
@@ -156,16 +171,25 @@ func serveWrite(p string, mode fs.FileMode, ctl *bufio.Reader) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.CopyBuffer(f, os.Stdin, make([]byte, copyBuf))
+	if req.Direct {
+		// A host file (UploadFile): copied in the kernel, to its end.
+		err = sendAll(int(f.Fd()), 0)
+	} else {
+		_, err = io.CopyBuffer(f, os.Stdin, make([]byte, copyBuf))
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && !committed(ctl) {
+	if err == nil && (req.Direct && aborted(ctlFD) || !req.Direct && !committed(ctl)) {
 		err = errAborted
 	}
 	if err == nil {
 		// The mode given wins over the umask.
 		err = os.Chmod(tmp, mode.Perm())
+	}
+	if err == nil && req.MTime != 0 {
+		t := time.Unix(0, req.MTime)
+		err = os.Chtimes(tmp, t, t)
 	}
 	if err == nil {
 		err = os.Rename(tmp, p)

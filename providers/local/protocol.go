@@ -132,6 +132,12 @@ type fileRequest struct {
 	Depth     int                    `json:"depth,omitempty"`
 	Recursive bool                   `json:"recursive,omitempty"`
 	Grep      *providers.GrepRequest `json:"grep,omitempty"`
+	// Direct marks a write whose input is a regular host file, copied
+	// to its end (see UploadFile): the host commits nothing, and closes
+	// the control pipe only to abort. MTime (Unix nanoseconds, when not
+	// zero) is the written file's modification time.
+	Direct bool  `json:"direct,omitempty"`
+	MTime  int64 `json:"mtime,omitempty"`
 }
 
 // statusMsg is one line on the status pipe.
