@@ -388,6 +388,23 @@ func (d *directFake) UploadFile(ctx context.Context, id, dst string, src *os.Fil
 	return d.WriteFile(ctx, id, dst, bytes.NewReader(data), perm)
 }
 
+// directSession opens a session on the fake provider with direct copies;
+// it is closed when t ends.
+func directSession(t *testing.T) (*Session, *directFake) {
+	t.Helper()
+	fx := newFixture(t, nil)
+	d := &directFake{Provider: fx.fake}
+	reg := fake.Registration()
+	reg.New = func(providers.Config) (providers.Provider, error) { return d, nil }
+	fx.engine = New(Options{Registry: providers.NewRegistry(reg), StateDir: t.TempDir(), DefaultProvider: "fake"})
+	s, err := fx.engine.Open(context.Background(), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s, d
+}
+
 // TestUploadFileDirect: a provider that copies a host file into a sandbox
 // directly gets the upload of a single regular file, to the same target
 // as the tar stream's (a name given, or into a directory), under the same
@@ -395,17 +412,8 @@ func (d *directFake) UploadFile(ctx context.Context, id, dst string, src *os.Fil
 // tar stream.
 func TestUploadFileDirect(t *testing.T) {
 	t.Parallel()
-	fx := newFixture(t, nil)
-	d := &directFake{Provider: fx.fake}
-	reg := fake.Registration()
-	reg.New = func(providers.Config) (providers.Provider, error) { return d, nil }
-	fx.engine = New(Options{Registry: providers.NewRegistry(reg), StateDir: t.TempDir(), DefaultProvider: "fake"})
 	ctx := context.Background()
-	s, err := fx.engine.Open(ctx, OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s, d := directSession(t)
 	host := t.TempDir()
 	body := strings.Repeat("upload\n", 1000)
 	local := filepath.Join(host, "u.txt")
@@ -456,17 +464,8 @@ func TestUploadFileDirect(t *testing.T) {
 // still goes through the tar stream.
 func TestDownloadFileDirect(t *testing.T) {
 	t.Parallel()
-	fx := newFixture(t, nil)
-	d := &directFake{Provider: fx.fake}
-	reg := fake.Registration()
-	reg.New = func(providers.Config) (providers.Provider, error) { return d, nil }
-	fx.engine = New(Options{Registry: providers.NewRegistry(reg), StateDir: t.TempDir(), DefaultProvider: "fake"})
 	ctx := context.Background()
-	s, err := fx.engine.Open(ctx, OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s, d := directSession(t)
 	body := strings.Repeat("direct\n", 1000)
 	if err := s.Write(ctx, "d/a.txt", strings.NewReader(body), false); err != nil {
 		t.Fatal(err)
