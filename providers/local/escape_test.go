@@ -732,7 +732,10 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 	bombs := make(chan result, 2)
 	for _, bid := range []string{info.ID, fresh.ID} {
 		go func() {
-			bombs <- e.runRow(t, bid, tok, `bomb() { bomb | bomb & }; bomb; exec sleep 30`, func(r *providers.ExecRequest) { r.Timeout = 4 * time.Second })
+			// The bomb starts from a subshell: the command's own shell
+			// forks once, before the bomb fills the limit (a shell
+			// whose fork fails exits, and would end the command early).
+			bombs <- e.runRow(t, bid, tok, `(bomb() { bomb | bomb & }; bomb) 2>/dev/null; exec sleep 30`, func(r *providers.ExecRequest) { r.Timeout = 4 * time.Second })
 		}()
 	}
 	time.Sleep(time.Second)
@@ -741,7 +744,7 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 	}
 	for range 2 {
 		if r := <-bombs; !errors.Is(r.err, providers.ErrTimeout) {
-			t.Errorf("fork bomb: %v, want the timeout to end it", r.err)
+			t.Errorf("fork bomb: exit %d, err %v, stderr %q; want the timeout to end it", r.code, r.err, r.stderr)
 		}
 	}
 
