@@ -340,16 +340,8 @@ func (c cgroups) placePooled(pid int) bool {
 	if c.kind == cgroupNone || c.enableDelegated() != nil {
 		return false
 	}
-	name := poolPrefix + strconv.Itoa(pid)
 	set := &cgroupSet{}
-	for _, ctl := range cgroupControllers {
-		if !c.controllers[ctl] {
-			continue
-		}
-		d := c.dirOf(ctl, name)
-		if slices.Contains(set.dirs, d) {
-			continue // v2: one directory for all
-		}
+	for _, d := range c.pooledDirs(pid) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			set.remove()
 			return false
@@ -361,6 +353,19 @@ func (c cgroups) placePooled(pid int) bool {
 		}
 	}
 	return len(set.dirs) > 0
+}
+
+// pooledDirs are the directories of the cgroups of the pooled init pid, one
+// per controller available (v2: one for all).
+func (c cgroups) pooledDirs(pid int) []string {
+	name := poolPrefix + strconv.Itoa(pid)
+	var dirs []string
+	for _, ctl := range cgroupControllers {
+		if d := c.dirOf(ctl, name); c.controllers[ctl] && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // limitPooled writes the limits of a command with the resources res into
@@ -410,17 +415,9 @@ func inCgroup(self string, kind cgroupKind, ctl, base string) bool {
 // removePooled deletes the cgroups of the pooled init pid, once it has
 // exited (see removeDirs).
 func (c cgroups) removePooled(pid int) {
-	if c.kind == cgroupNone {
-		return
+	if c.kind != cgroupNone {
+		removeDirs(c.pooledDirs(pid))
 	}
-	name := poolPrefix + strconv.Itoa(pid)
-	var dirs []string
-	for _, ctl := range cgroupControllers {
-		if d := c.dirOf(ctl, name); c.controllers[ctl] && !slices.Contains(dirs, d) {
-			dirs = append(dirs, d)
-		}
-	}
-	removeDirs(dirs)
 }
 
 // cgroupFile is one limit to write.

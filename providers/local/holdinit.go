@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -490,12 +489,7 @@ func readHoldRequest(c *net.UnixConn) (holdRequest, []*os.File, error) {
 // runs the operation as a cold init would.
 func runSpare() int {
 	sock := spareFD
-	if err := unix.CloseRange(spareFD+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		for fd := spareFD + 1; fd < 1024; fd++ {
-			unix.CloseOnExec(fd)
-		}
-	}
-	unix.CloseOnExec(sock)
+	closeOnExecFrom(sock)
 	f := os.NewFile(uintptr(sock), "holder")
 	rep := &reporter{w: f}
 	// The holder sends nothing after the configuration until this spare

@@ -63,11 +63,7 @@ func runInit(ready *spareReady) int {
 	}
 	// Nothing but stdio may reach the command: neither pipe, nor any
 	// descriptor the host process left without close-on-exec.
-	if err := unix.CloseRange(ctlFD, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		for fd := ctlFD; fd < 1024; fd++ {
-			unix.CloseOnExec(fd)
-		}
-	}
+	closeOnExecFrom(ctlFD)
 	rep := &reporter{w: status}
 
 	ctlr := bufio.NewReader(ctl)
@@ -118,6 +114,17 @@ func runInit(ready *spareReady) int {
 	}
 	rep.setupFail(fmt.Errorf("unknown init mode %q", cfg.Mode))
 	return 125
+}
+
+// closeOnExecFrom marks fd and every descriptor above it close-on-exec:
+// nothing an init inherited but the operation's stdio may reach its
+// command.
+func closeOnExecFrom(fd int) {
+	if err := unix.CloseRange(uint(fd), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for n := fd; n < 1024; n++ {
+			unix.CloseOnExec(n)
+		}
+	}
 }
 
 // reporter writes status lines to the host.

@@ -274,12 +274,9 @@ func startPooled(dir, name string, idle time.Duration) int {
 // without doing anything once idle has passed or its socket (name, in the
 // working directory) is gone.
 func runPooled(idle time.Duration, name string) int {
-	if err := unix.CloseRange(poolReadyFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		for fd := poolReadyFD + 1; fd < 1024; fd++ {
-			unix.CloseOnExec(fd)
-		}
-	}
-	unix.CloseOnExec(poolFD)
+	// The ready pipe is closed below; the socket and the rest stay out
+	// of the command.
+	closeOnExecFrom(poolFD)
 	if unix.Listen(poolFD, 4) != nil {
 		return 125
 	}
