@@ -425,3 +425,57 @@ func TestWorkSlotsAreShared(t *testing.T) {
 		t.Error("sequential commands made a third slot")
 	}
 }
+
+// TestWorkDirectoriesRetired: what a mount leaves in its work directory
+// goes to the trash before the next mount, and the reaper Close starts
+// removes it. Where the file system spreads directories (ext2/3/4: the
+// provider directory and the work slots carry the top-directory flag),
+// every mount gets a new work directory; elsewhere the same one keeps
+// getting a new work/work.
+func TestWorkDirectoriesRetired(t *testing.T) {
+	p := newTestProvider(t)
+	p.coldOnly = true
+	id := newSandbox(t, p, providers.Spec{})
+	layer := filepath.Join(slotDir(p.dir, 0), "usr")
+	watched := layer
+	if !p.spread {
+		watched = filepath.Join(layer, "work")
+	}
+	var inodes []uint64
+	for range 2 {
+		mustRun(t, p, id, "true")
+		p.bg.wg.Wait()
+		var st unix.Stat_t
+		if err := unix.Stat(watched, &st); err != nil {
+			t.Fatal(err)
+		}
+		inodes = append(inodes, st.Ino)
+	}
+	if inodes[0] == inodes[1] {
+		t.Errorf("%s is the same directory after a second mount (spread %v)", watched, p.spread)
+	}
+	if p.spread {
+		for _, d := range []string{p.dir, slotDir(p.dir, 0)} {
+			fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+			unix.Close(fd)
+			if err != nil || flags&topDirFlag == 0 {
+				t.Errorf("%s: flags %#x, %v; want the top-directory flag", d, flags, err)
+			}
+		}
+		entries, _ := os.ReadDir(slotDir(p.dir, 0))
+		if len(entries) != len(p.layers) {
+			t.Errorf("the slot holds %d entries, want one per layer (%d): a new work directory was left beside its layer's", len(entries), len(p.layers))
+		}
+	}
+	if left := trashEntries(filepath.Join(p.dir, trashDir)); len(left) == 0 {
+		t.Error("the retired work directories are not in the trash")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitTrashEmpty(t, p)
+}
