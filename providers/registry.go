@@ -13,7 +13,10 @@ import (
 // os.Getenv themselves: the CLI resolves flags, the environment and .env
 // files and hands the result over here.
 type Config struct {
-	// Getenv looks up a variable (the real environment over .env files).
+	// Getenv looks up a variable: the real environment, then a .env file
+	// for provider credentials and endpoints only. A provider's switches
+	// that weaken isolation or move files (the local provider's
+	// SANDBOX_LOCAL_*) and paths come from the real environment alone.
 	Getenv func(key string) (string, bool)
 	// StateDir is the tool's state directory ($XDG_STATE_HOME/sandbox); a
 	// provider that keeps files stores them under StateDir/<name>.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -116,7 +117,29 @@ func (r Request) Paths() []string {
 }
 
 // String renders the request as a rule would match it, e.g. "exec:go test".
+// The target is exact: to show it to a person, escape it (output.Escape).
 func (r Request) String() string { return fmt.Sprintf("%s:%s", r.Kind, r.Target) }
+
+// Texts returns every text of r that an approver shows: the sandbox, the
+// target, the argv, and the details. HiddenWarning looks at them all.
+func (r Request) Texts() []string {
+	d := r.Details
+	out := []string{r.Provider, r.Sandbox, r.Target, d.Cwd, d.Diff, d.Dest, d.Pattern, d.From}
+	out = append(out, r.Argv...)
+	for _, f := range d.Files {
+		out = append(out, f.Path, f.SHA256)
+	}
+	return out
+}
+
+// HiddenWarning returns the warning line every approval surface shows
+// above a request that holds characters a person could not see or that
+// change how the text around them is shown — control characters other
+// than tab and newline, bidirectional controls, zero-width and other
+// invisible characters — e.g. "hidden characters: \r (carriage return)
+// (shown escaped)"; or "" when there are none. The request itself is
+// shown through output.Escape.
+func HiddenWarning(r Request) string { return output.HiddenWarning(r.Texts()...) }
 
 // Effect is what a policy says about a request.
 type Effect string
@@ -203,7 +226,9 @@ type DeniedError struct {
 // provider contract (an emulator answering an SDK) can recognise it.
 func (e *DeniedError) Is(target error) bool { return target == providers.ErrDenied }
 
-// Error names what was denied, why, and how to allow it.
+// Error names what was denied, why, and how to allow it. It is escaped
+// (output.Escape), as the rule, the reason and the hint may quote the
+// request.
 func (e *DeniedError) Error() string {
 	s := fmt.Sprintf("denied: %s %q", e.Request.Kind, e.Request.Target)
 	if e.Decision.Rule != "" {
@@ -215,5 +240,5 @@ func (e *DeniedError) Error() string {
 	if e.Hint != "" {
 		s += " (" + e.Hint + ")"
 	}
-	return s
+	return output.Escape(s)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -32,6 +33,15 @@ type GateOptions struct {
 	Approver Approver
 	// Audit receives one record per request; nil keeps no log.
 	Audit *AuditLog
+	// AuditRequired refuses an operation whose audit record cannot be
+	// written, instead of running it unaudited. Before an allowed
+	// operation runs, a record with Phase "started" is written; when that
+	// fails the operation does not run and the call returns an
+	// *AuditError. When the record of a finished operation cannot be
+	// written, the call returns an *AuditError with Ran set. A denial
+	// stays a *DeniedError either way. With no Audit log, every allowed
+	// operation is refused.
+	AuditRequired bool
 	// OnEvent, when set, is called after each decision and after each
 	// operation finishes, from the goroutine that made the call (so
 	// concurrently when the Gate is used concurrently). For ReadFile the
@@ -60,6 +70,7 @@ type Gate struct {
 	policy   *Policy
 	approver Approver
 	audit    *AuditLog
+	auditReq bool
 	onEvent  func(Event)
 	now      func() time.Time
 	mask     func(string) string
@@ -150,6 +161,7 @@ func NewGate(inner providers.Provider, opts GateOptions) *Gate {
 		policy:   opts.Policy.Clone(),
 		approver: opts.Approver,
 		audit:    opts.Audit,
+		auditReq: opts.AuditRequired,
 		onEvent:  opts.OnEvent,
 		now:      opts.Now,
 		mask:     opts.Mask,
@@ -793,11 +805,60 @@ func (g *Gate) do(ctx context.Context, req Request, op func(context.Context) (*i
 	if err != nil {
 		return err
 	}
+	if g.auditReq {
+		if err := g.auditStarted(req, dec); err != nil {
+			aerr := &AuditError{Request: g.maskRequest(req), Err: err}
+			g.report(EventOperation, req, dec, nil, aerr, 0)
+			return aerr
+		}
+	}
 	start := g.now()
 	code, opErr := op(ctx)
-	g.report(EventOperation, req, dec, code, opErr, g.now().Sub(start))
+	werr := g.report(EventOperation, req, dec, code, opErr, g.now().Sub(start))
+	if werr != nil && g.auditReq && opErr == nil {
+		return &AuditError{Request: g.maskRequest(req), Ran: true, Err: werr}
+	}
 	return opErr
 }
+
+// auditStarted writes the record of an allowed operation about to run,
+// for AuditRequired.
+func (g *Gate) auditStarted(req Request, dec Decision) error {
+	if g.audit == nil {
+		return errors.New("no audit log is open")
+	}
+	mreq, mdec := g.maskRequest(req), g.maskDecision(dec)
+	return g.audit.Write(AuditRecord{
+		Time: g.now(), Source: mreq.Source, Kind: mreq.Kind, Target: mreq.Target, Dest: mreq.Details.Dest,
+		Provider: mreq.Provider, Sandbox: mreq.Sandbox,
+		Decision: string(Allow), By: mdec.By, Rule: mdec.Rule, Reason: mdec.Reason, Phase: "started",
+	})
+}
+
+// AuditError is an operation refused because its audit record could not
+// be written while the audit is required (GateOptions.AuditRequired), or,
+// with Ran set, one that ran but whose outcome could not be recorded. The
+// CLI exits 1 (error) with it: it is no decision of the policy, and
+// freeing the disk, not changing a rule, is what lets the call run.
+type AuditError struct {
+	// Request is the request, secrets masked.
+	Request Request
+	// Ran is true when the operation ran and only the record of its
+	// outcome is missing.
+	Ran bool
+	Err error
+}
+
+// Error names the operation and why the audit failed.
+func (e *AuditError) Error() string {
+	if e.Ran {
+		return output.Escape(fmt.Sprintf("%s %q ran, but the audit log could not record it, and the audit is required: %v", e.Request.Kind, e.Request.Target, e.Err))
+	}
+	return output.Escape(fmt.Sprintf("refused %s %q: the audit log cannot be written, and the audit is required: %v", e.Request.Kind, e.Request.Target, e.Err))
+}
+
+// Unwrap returns the audit log's error.
+func (e *AuditError) Unwrap() error { return e.Err }
 
 // decide returns the decision for req, or a *DeniedError, or ctx.Err()
 // when ctx ends while an approver is deciding. Every outcome is reported.
@@ -877,8 +938,8 @@ func (g *Gate) ask(ctx context.Context, req Request) (Decision, error) {
 }
 
 // report sends an event and, for a finished operation or a denial, writes
-// the audit record.
-func (g *Gate) report(typ string, req Request, dec Decision, code *int, err error, d time.Duration) {
+// the audit record; it returns the audit log's error.
+func (g *Gate) report(typ string, req Request, dec Decision, code *int, err error, d time.Duration) error {
 	now := g.now()
 	mreq, mdec := g.maskRequest(req), g.maskDecision(dec)
 	errText := ""
@@ -893,13 +954,13 @@ func (g *Gate) report(typ string, req Request, dec Decision, code *int, err erro
 	}
 	// One audit record per request: when it ran, or when it did not.
 	if typ == EventDecision && dec.Allow {
-		return
+		return nil
 	}
 	effect := string(Deny)
 	if dec.Allow {
 		effect = string(Allow)
 	}
-	_ = g.audit.Write(AuditRecord{
+	return g.audit.Write(AuditRecord{
 		Time: now, Source: mreq.Source, Kind: mreq.Kind, Target: mreq.Target, Dest: mreq.Details.Dest,
 		Provider: mreq.Provider, Sandbox: mreq.Sandbox,
 		Decision: effect, By: mdec.By, Rule: mdec.Rule, Reason: mdec.Reason,

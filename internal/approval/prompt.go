@@ -1,16 +1,14 @@
 package approval
 
 import (
-	"github.com/agentbox/sandbox/internal/output"
-
 	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
-	"unicode"
+
+	"github.com/agentbox/sandbox/internal/output"
 )
 
 // Limits of what the line prompt prints.
@@ -38,7 +36,8 @@ type lineResult struct {
 // one line each: y allows once; a allows and adds the suggested session
 // rule (see SuggestRules); n, an empty line or end of input denies; r asks
 // for a reason and denies with it. Concurrent requests are asked one after
-// the other. Control characters in what it prints are escaped, so a
+// the other. The request is shown exactly, escaped with output.Escape, and
+// one holding hidden characters gets a warning line (HiddenWarning), so a
 // command cannot disguise itself on the terminal.
 func NewPrompt(in io.Reader, out io.Writer) Approver {
 	return &prompt{in: bufio.NewReader(in), out: out}
@@ -55,7 +54,7 @@ func (p *prompt) Approve(ctx context.Context, req Request) (Decision, error) {
 	for {
 		question := "allow? [y]es / [n]o / "
 		if len(rules) > 0 {
-			question += "[a]lways (session rule " + sanitize(strings.Join(rules, ", ")) + ") / "
+			question += "[a]lways (session rule " + output.Escape(strings.Join(rules, ", ")) + ") / "
 		}
 		question += "[r]eason: "
 		fmt.Fprint(p.out, question)
@@ -91,7 +90,7 @@ func (p *prompt) Approve(ctx context.Context, req Request) (Decision, error) {
 			}
 			return Decision{By: "user", Reason: strings.TrimSpace(reason)}, nil
 		default:
-			fmt.Fprintf(p.out, "unknown answer %q\n", sanitize(answer))
+			fmt.Fprintf(p.out, "unknown answer \"%s\"\n", output.Escape(answer))
 		}
 	}
 }
@@ -116,7 +115,9 @@ func (p *prompt) readLine(ctx context.Context) (string, error) {
 	}
 }
 
-// describe renders a request for the prompt.
+// describe renders a request for the prompt: every text escaped with
+// output.Escape, after a warning line when it holds hidden characters.
+// The target is shown whole, however long.
 func describe(req Request) string {
 	var b strings.Builder
 	src := req.Source
@@ -127,32 +128,35 @@ func describe(req Request) string {
 	if req.Provider != "" {
 		where = req.Provider + "/" + req.Sandbox
 	}
-	fmt.Fprintf(&b, "\n%s wants to %s in %s:\n", src, req.Kind, sanitize(where))
+	fmt.Fprintf(&b, "\n%s wants to %s in %s:\n", output.Escape(string(src)), output.Escape(string(req.Kind)), output.Escape(where))
+	if w := HiddenWarning(req); w != "" {
+		fmt.Fprintf(&b, "  WARNING: %s\n", w)
+	}
 	label := "path"
 	if req.Kind == KindExec {
 		label = "command"
 	}
-	fmt.Fprintf(&b, "  %s: %s\n", label, sanitize(truncate(req.Target, promptLineWidth*4)))
+	fmt.Fprintf(&b, "  %s: %s\n", label, output.Escape(req.Target))
 	d := req.Details
 	if req.Kind == KindExec {
 		for _, seg := range req.Segments() {
 			if seg.Complex {
-				fmt.Fprintf(&b, "  note: %s (no prefix rule matches it)\n", seg.Reason)
+				fmt.Fprintf(&b, "  note: %s (no prefix rule matches it)\n", output.Escape(seg.Reason))
 				break
 			}
 		}
 	}
 	if d.Cwd != "" {
-		fmt.Fprintf(&b, "  cwd: %s\n", sanitize(d.Cwd))
+		fmt.Fprintf(&b, "  cwd: %s\n", output.Escape(d.Cwd))
 	}
 	if d.From != "" {
-		fmt.Fprintf(&b, "  from (host): %s\n", sanitize(d.From))
+		fmt.Fprintf(&b, "  from (host): %s\n", output.Escape(d.From))
 	}
 	if d.Dest != "" {
-		fmt.Fprintf(&b, "  to: %s\n", sanitize(d.Dest))
+		fmt.Fprintf(&b, "  to: %s\n", output.Escape(d.Dest))
 	}
 	if d.Pattern != "" {
-		fmt.Fprintf(&b, "  pattern: %s\n", sanitize(d.Pattern))
+		fmt.Fprintf(&b, "  pattern: %s\n", output.Escape(d.Pattern))
 	}
 	if d.Bytes > 0 {
 		fmt.Fprintf(&b, "  size: %s\n", output.Bytes(d.Bytes))
@@ -169,9 +173,9 @@ func describe(req Request) string {
 				extra = "  (overwrites)"
 			}
 			if f.SHA256 != "" {
-				extra = "  sha256:" + truncate(f.SHA256, 12) + extra
+				extra = "  sha256:" + output.Escape(truncate(f.SHA256, 12)) + extra
 			}
-			fmt.Fprintf(&b, "    %s  %s%s\n", sanitize(f.Path), output.Bytes(f.Size), extra)
+			fmt.Fprintf(&b, "    %s  %s%s\n", output.Escape(f.Path), output.Bytes(f.Size), extra)
 		}
 	}
 	if d.Diff != "" {
@@ -182,24 +186,7 @@ func describe(req Request) string {
 				fmt.Fprintf(&b, "    … %d more lines\n", len(lines)-promptDiffLines)
 				break
 			}
-			fmt.Fprintf(&b, "    %s\n", sanitize(truncate(l, promptLineWidth)))
-		}
-	}
-	return b.String()
-}
-
-// sanitize escapes control and other non-printing characters.
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\t':
-			b.WriteString("    ")
-		case r == unicode.ReplacementChar || unicode.IsPrint(r):
-			b.WriteRune(r)
-		default:
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
+			fmt.Fprintf(&b, "    %s\n", output.Escape(truncate(l, promptLineWidth)))
 		}
 	}
 	return b.String()

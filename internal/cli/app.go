@@ -54,6 +54,7 @@ func (a *App) init(cmd *cobra.Command) error {
 		return &UsageError{Err: err}
 	}
 	a.env = config.NewEnv(a.deps.Getenv, dot)
+	warnDotEnv(a.streams.Err, a.env.Ignored())
 	if a.dirs, err = config.ResolveDirs(a.env); err != nil {
 		return err
 	}
@@ -80,7 +81,10 @@ func (a *App) init(cmd *cobra.Command) error {
 	if a.flags.network != "" && a.flags.network != "on" && a.flags.network != "off" {
 		return &UsageError{Err: fmt.Errorf("--network must be on or off, not %q", a.flags.network)}
 	}
-	a.events = output.NewLines(a.streams.Out, a.masker.String)
+	// Event values are masked before they are encoded; masking the encoded
+	// line as well, in the form a secret takes inside JSON, is a second
+	// line of defence.
+	a.events = output.NewLines(a.streams.Out, a.masker.JSON)
 
 	def := file.Provider
 	if v := a.env.Get("SANDBOX_PROVIDER"); v != "" && def == "" {
@@ -96,6 +100,8 @@ func (a *App) init(cmd *cobra.Command) error {
 	}
 	opts := engine.Options{
 		Audit:           a.audit,
+		AuditRequired:   a.flags.auditRequired,
+		MaskWriter:      a.masker.Writer,
 		Registry:        a.deps.Registry,
 		Getenv:          a.env.Getenv,
 		StateDir:        a.dirs.State,
@@ -117,6 +123,16 @@ func (a *App) init(cmd *cobra.Command) error {
 	}
 	a.engine = engine.New(opts)
 	return nil
+}
+
+// warnDotEnv says, one line each, which variables of the .env file were
+// ignored (see config.ClassifyDotEnv). A name is printed escaped, as it
+// comes from a file the user may not have written.
+func warnDotEnv(w io.Writer, ignored []string) {
+	for _, name := range ignored {
+		q := strconv.QuoteToASCII(name)
+		fmt.Fprintf(w, "sandbox: warning: ignored %s from .env: a .env file supplies only sandbox values and provider credentials and endpoints; isolation switches and host paths come only from the real environment or flags\n", q[1:len(q)-1])
+	}
 }
 
 // buildPolicy merges the policy file, --allow, --deny and --yes.
@@ -286,7 +302,8 @@ func (a *App) open(ctx context.Context, o engine.OpenOptions) (*engine.Session, 
 // provider normally gives, on every use.
 func warnIsolation(w io.Writer, info providers.Info) {
 	if info.Isolation != "" {
-		fmt.Fprintf(w, "sandbox: warning: %s runs with %s isolation (see `sandbox info %s`)\n", info.ID, strings.ToUpper(info.Isolation), info.ID)
+		id := output.Escape(info.ID)
+		fmt.Fprintf(w, "sandbox: warning: %s runs with %s isolation (see `sandbox info %s`)\n", id, output.Escape(strings.ToUpper(info.Isolation)), id)
 	}
 }
 

@@ -63,12 +63,17 @@ func exitCode(err error) int {
 		denied  *approval.DeniedError
 		setupE  *engine.SetupError
 		createE *engine.CreateError
+		auditE  *approval.AuditError
 	)
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &status):
 		return status.Code
+	case errors.As(err, &auditE):
+		// --audit-required refused the call (or it ran unrecorded): an
+		// error, not a denial; no rule would let it run, free space would.
+		return ExitError
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	case errors.As(err, &denied), errors.Is(err, providers.ErrDenied):

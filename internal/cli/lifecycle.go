@@ -48,7 +48,7 @@ func newCreateCmd(app *App) *cobra.Command {
 			if app.flags.json {
 				return output.JSON(app.streams.Out, info)
 			}
-			fmt.Fprintln(app.streams.Out, info.ID)
+			fmt.Fprintln(app.streams.Out, output.Escape(info.ID))
 			return nil
 		},
 	}
@@ -199,7 +199,7 @@ func newDeleteCmd(app *App) *cobra.Command {
 				}
 			} else {
 				for _, id := range deleted {
-					fmt.Fprintln(app.streams.Out, id)
+					fmt.Fprintln(app.streams.Out, output.Escape(id))
 				}
 			}
 			return errors.Join(errs...)

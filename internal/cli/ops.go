@@ -57,8 +57,8 @@ func newExecCmd(app *App) *cobra.Command {
 			}
 			var stdout, stderr io.WriteCloser
 			if app.flags.json {
-				stdout = nopWriteCloser{streamEvents(app.events, "stdout")}
-				stderr = nopWriteCloser{streamEvents(app.events, "stderr")}
+				stdout = app.jsonOutput("stdout")
+				stderr = app.jsonOutput("stderr")
 			} else {
 				stdout = app.masker.Writer(app.streams.Out)
 				stderr = app.masker.Writer(app.streams.Err)
@@ -112,36 +112,6 @@ func directPipe(w io.Writer) (*os.File, bool) {
 	return f, true
 }
 
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
-
-// outputEvent is a chunk of a command's output in --json mode.
-type outputEvent struct {
-	Type   string `json:"type"` // "output"
-	Stream string `json:"stream"`
-	Data   string `json:"data"`
-}
-
-// resultEvent ends an exec in --json mode.
-type resultEvent struct {
-	Type       string `json:"type"` // "result"
-	ExitCode   int    `json:"exit_code"`
-	DurationMS int64  `json:"duration_ms"`
-}
-
-// streamEvents turns output chunks into --json events.
-func streamEvents(ev *output.Lines, stream string) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		ev.Write(outputEvent{Type: "output", Stream: stream, Data: string(p)})
-		return len(p), nil
-	})
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
 func newReadCmd(app *App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "read PATH",
@@ -161,11 +131,13 @@ func newReadCmd(app *App) *cobra.Command {
 				if err := s.Read(ctx, args[0], &b); err != nil {
 					return timeoutErr(ctx, err)
 				}
-				doc := map[string]any{"path": args[0], "size": b.Len()}
-				if utf8.ValidString(b.String()) {
-					doc["content"] = b.String()
+				// Masked in the raw bytes, before encoding.
+				content := app.masker.String(b.String())
+				doc := map[string]any{"path": app.masker.String(args[0]), "size": b.Len()}
+				if utf8.ValidString(content) {
+					doc["content"] = content
 				} else {
-					doc["content"] = base64.StdEncoding.EncodeToString([]byte(b.String()))
+					doc["content"] = base64.StdEncoding.EncodeToString([]byte(content))
 					doc["encoding"] = "base64"
 				}
 				return output.JSON(app.streams.Out, doc)
@@ -219,10 +191,11 @@ func newEditCmd(app *App) *cobra.Command {
 				if err != nil {
 					return timeoutErr(ctx, err)
 				}
+				diff := app.masker.String(res.Diff)
 				if app.flags.json {
-					return output.JSON(app.streams.Out, map[string]any{"path": args[0], "replacements": res.Replacements, "diff": res.Diff})
+					return output.JSON(app.streams.Out, map[string]any{"path": app.masker.String(args[0]), "replacements": res.Replacements, "diff": diff})
 				}
-				fmt.Fprint(app.streams.Out, app.masker.String(res.Diff))
+				fmt.Fprint(app.streams.Out, output.EscapeText(diff))
 				return nil
 			})
 		},
@@ -264,21 +237,29 @@ func newLsCmd(app *App) *cobra.Command {
 	return cmd
 }
 
+// printFiles prints a listing: JSON, one path a line, or (long) a table.
+// Names come from the sandbox: secrets are masked in them, and in text
+// they are escaped (output.Escape), so a file named after an escape
+// sequence shows as one instead of driving the terminal.
 func (app *App) printFiles(list []providers.FileInfo, long bool) error {
+	masked := make([]providers.FileInfo, len(list))
+	for i, fi := range list {
+		fi.Path, fi.Target = app.masker.String(fi.Path), app.masker.String(fi.Target)
+		masked[i] = fi
+	}
+	list = masked
 	if app.flags.json {
-		if list == nil {
-			list = []providers.FileInfo{}
-		}
 		return output.JSON(app.streams.Out, list)
 	}
 	if !long {
 		for _, fi := range list {
-			fmt.Fprintln(app.streams.Out, fi.Path)
+			fmt.Fprintln(app.streams.Out, output.Escape(fi.Path))
 		}
 		return nil
 	}
 	rows := make([][]string, 0, len(list))
 	for _, fi := range list {
+		// output.Table escapes every cell.
 		name := fi.Path
 		if fi.Target != "" {
 			name += " -> " + fi.Target
@@ -330,17 +311,8 @@ func newGrepCmd(app *App) *cobra.Command {
 				if err != nil {
 					return timeoutErr(ctx, err)
 				}
-				if app.flags.json {
-					if matches == nil {
-						matches = []providers.GrepMatch{}
-					}
-					if err := output.JSON(app.streams.Out, matches); err != nil {
-						return err
-					}
-				} else {
-					for _, m := range matches {
-						fmt.Fprintln(app.streams.Out, app.masker.String(fmt.Sprintf("%s:%d:%s", m.Path, m.Line, m.Text)))
-					}
+				if err := app.printMatches(matches); err != nil {
+					return err
 				}
 				if len(matches) == 0 {
 					return &ExitStatus{Code: 1}
@@ -353,6 +325,25 @@ func newGrepCmd(app *App) *cobra.Command {
 	cmd.Flags().BoolVarP(&req.IgnoreCase, "ignore-case", "i", false, "case-insensitive")
 	cmd.Flags().IntVar(&req.MaxMatches, "max", 0, "stop after `N` matches (default 1000)")
 	return cmd
+}
+
+// printMatches prints grep's matches: JSON, or path:line:text lines.
+// Secrets are masked in the raw path and text, before encoding; in text,
+// the path and the line are escaped (output.Escape; the line keeps its
+// tabs), so a line found in the sandbox cannot drive the terminal.
+func (app *App) printMatches(matches []providers.GrepMatch) error {
+	masked := make([]providers.GrepMatch, len(matches))
+	for i, m := range matches {
+		m.Path, m.Text = app.masker.String(m.Path), app.masker.String(m.Text)
+		masked[i] = m
+	}
+	if app.flags.json {
+		return output.JSON(app.streams.Out, masked)
+	}
+	for _, m := range masked {
+		fmt.Fprintf(app.streams.Out, "%s:%d:%s\n", output.Escape(m.Path), m.Line, output.EscapeLine(m.Text))
+	}
+	return nil
 }
 
 func newUploadCmd(app *App) *cobra.Command {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -62,7 +63,7 @@ func Main(ctx context.Context, args []string, d Deps) int {
 	}
 	if app.audit != nil {
 		if aerr := app.audit.Err(); aerr != nil {
-			fmt.Fprintf(d.Streams.Err, "sandbox: warning: the audit log %s is incomplete: %v\n", app.audit.Path(), aerr)
+			fmt.Fprintf(d.Streams.Err, "sandbox: warning: the audit log %s is incomplete: %s\n", output.Escape(app.audit.Path()), output.Escape(aerr.Error()))
 		}
 		app.audit.Close()
 	}
@@ -80,12 +81,15 @@ func Main(ctx context.Context, args []string, d Deps) int {
 	return code
 }
 
-// printError writes "sandbox: message" to stderr, masked.
+// printError writes "sandbox: message" to stderr, masked and escaped
+// (output.EscapeText): a message may quote a command, a path or the tail
+// of a setup script's output, none of which may drive the terminal.
 func (a *App) printError(err error) {
 	msg := err.Error()
 	if a.masker != nil {
 		msg = a.masker.String(msg)
 	}
+	msg = output.EscapeText(msg)
 	var usage *UsageError
 	if errors.As(err, &usage) && !strings.Contains(msg, "--help") {
 		msg += "\n(run `sandbox --help` for usage)"
@@ -114,6 +118,9 @@ type globalFlags struct {
 	cpus         float64
 	memory       string
 	pids         int
+	// auditRequired refuses a gated operation whose audit record cannot
+	// be written (approval.GateOptions.AuditRequired).
+	auditRequired bool
 }
 
 // jsonDocument marks a command whose --json output is one JSON document (an
@@ -182,6 +189,7 @@ deleted afterwards (unless --keep).`,
 	f.Float64Var(&g.cpus, "cpus", 0, "CPU limit of a created sandbox, in CPUs (e.g. 1.5), where the provider and host support it")
 	f.StringVar(&g.memory, "memory", "", "memory limit of a created sandbox (`SIZE`: 512m, 2g, or MiB), where the provider and host support it")
 	f.IntVar(&g.pids, "pids", 0, "process limit of a created sandbox, where the provider and host support it")
+	f.BoolVar(&g.auditRequired, "audit-required", false, "refuse (exit 1) every operation whose audit record cannot be written, instead of running it unaudited")
 
 	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
 	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app)} {

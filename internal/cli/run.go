@@ -43,7 +43,7 @@ With --json every lifecycle, setup, decision and step event is one JSON line.`,
 					plan.Steps[i].ContinueOnError = true
 				}
 			}
-			o := driver.Options{Timeout: app.flags.timeout}
+			o := driver.Options{Timeout: app.flags.timeout, Mask: app.masker.String, MaskWriter: app.masker.Writer}
 			if app.flags.json {
 				o.Events = func(ev driver.StepEvent) { app.events.Write(ev) }
 			} else {

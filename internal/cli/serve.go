@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/emulator/httpguard"
 )
 
 // serveFlags are the flags of `sandbox serve`.
@@ -24,6 +24,10 @@ type serveFlags struct {
 	backend string
 	apiKey  string
 	log     bool
+	// maxConns and idleTimeout bound what clients can hold of the server
+	// (see httpguard.Limits).
+	maxConns    int
+	idleTimeout time.Duration
 }
 
 func newServeCmd(app *App) *cobra.Command {
@@ -38,7 +42,14 @@ SDK runs against it unchanged: point the SDK at it with the variables printed
 on stdout (for e2b: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY).
 
 Every operation passes through the approval policy like any other; requests
-count as your own, so --deny rules and a --policy file apply.`,
+count as your own, so --deny rules and a --policy file apply.
+
+Whoever can reach the address and holds the API key can run commands in the
+sandboxes: keep the default loopback address, or use a long random
+--api-key (the default) on a network you trust; the API is plain HTTP. At
+most --max-conns connections are served at once; idle ones are closed after
+--idle-timeout, and a request whose upload or response stalls for two
+minutes is ended (long uploads and output streams that keep moving are not).`,
 		Example: `  sandbox serve --api e2b --addr 127.0.0.1:3000
   sandbox serve --api e2b --backend local --log`,
 		Args: cobra.NoArgs,
@@ -50,6 +61,8 @@ count as your own, so --deny rules and a --policy file apply.`,
 	fl.StringVar(&f.backend, "backend", "local", "the provider whose sandboxes back the emulator")
 	fl.StringVar(&f.apiKey, "api-key", "", "the API key clients must send (default: a random key, printed)")
 	fl.BoolVar(&f.log, "log", false, "log every request to stderr")
+	fl.IntVar(&f.maxConns, "max-conns", httpguard.DefaultMaxConns, "serve at most `N` connections at once; more wait their turn")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", httpguard.DefaultIdleTimeout, "close a connection that sends no request for this long")
 	return cmd
 }
 
@@ -78,6 +91,17 @@ func (a *App) serve(ctx context.Context, f serveFlags) error {
 	if _, err := a.deps.Registry.Lookup(f.backend); err != nil {
 		return &UsageError{Err: fmt.Errorf("--backend: %w", err)}
 	}
+	if f.maxConns < 1 {
+		return &UsageError{Err: fmt.Errorf("--max-conns must be at least 1, not %d", f.maxConns)}
+	}
+	if f.idleTimeout <= 0 {
+		return &UsageError{Err: fmt.Errorf("--idle-timeout must be positive, not %v", f.idleTimeout)}
+	}
+	limits := httpguard.DefaultLimits()
+	limits.MaxConns = f.maxConns
+	limits.IdleTimeout = f.idleTimeout
+	// A connection that sends nothing is idle too.
+	limits.ReadHeaderTimeout = min(limits.ReadHeaderTimeout, f.idleTimeout)
 	backend, err := a.engine.Gated(f.backend)
 	if err != nil {
 		return err
@@ -103,10 +127,14 @@ func (a *App) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	fmt.Fprintf(a.streams.Err, "sandbox: serving the %s API on %s, backed by %s sandboxes; stop with Ctrl-C\n", f.api, url, f.backend)
+	if !httpguard.IsLoopback(ln.Addr()) {
+		fmt.Fprintf(a.streams.Err, "sandbox: warning: %s is not a loopback address: whoever can reach it and holds the API key can execute commands in %s sandboxes; the API key (--api-key, or the random one printed) is the only protection and travels in plain HTTP\n", ln.Addr(), f.backend)
+	}
 
-	srv := &http.Server{Handler: em, ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := httpguard.NewServer(em, limits)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(httpguard.LimitListener(ln, limits)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)

@@ -14,12 +14,12 @@ func lookupFrom(m map[string]string) func(string) (string, bool) {
 
 func TestEnvRealWins(t *testing.T) {
 	t.Parallel()
-	e := NewEnv(lookupFrom(map[string]string{"A": "real"}), map[string]string{"A": "dot", "B": "dot"})
-	if got := e.Get("A"); got != "real" {
-		t.Errorf("A = %q, want real", got)
+	e := NewEnv(lookupFrom(map[string]string{"E2B_A": "real"}), map[string]string{"E2B_A": "dot", "E2B_B": "dot"})
+	if got := e.Get("E2B_A"); got != "real" {
+		t.Errorf("E2B_A = %q, want real", got)
 	}
-	if got := e.Get("B"); got != "dot" {
-		t.Errorf("B = %q, want dot", got)
+	if got := e.Get("E2B_B"); got != "dot" {
+		t.Errorf("E2B_B = %q, want dot", got)
 	}
 	if _, ok := e.Getenv("C"); ok {
 		t.Error("C should be unset")

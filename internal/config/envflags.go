@@ -14,7 +14,8 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // SandboxEnv builds the environment passed into a sandbox from --env-file
 // files (in order) and --env values (later wins). `--env KEY` alone copies
-// the host value (real environment, then .env) and is an error when unset.
+// the host value (real environment, then .env; see Env.SandboxValue) and is
+// an error when unset.
 // Host variables never enter a sandbox unless named here.
 func SandboxEnv(env *Env, files []string, flags []string) (map[string]string, error) {
 	out := map[string]string{}
@@ -37,7 +38,7 @@ func SandboxEnv(env *Env, files []string, flags []string) (map[string]string, er
 			return nil, fmt.Errorf("--env %q: %q is not a valid variable name (use KEY=VALUE or KEY)", fl, k)
 		}
 		if !hasVal {
-			hv, ok := env.Getenv(k)
+			hv, ok := env.SandboxValue(k)
 			if !ok {
 				return nil, fmt.Errorf("--env %s: %s is not set on the host (give a value with --env %s=VALUE)", k, k, k)
 			}

@@ -2,10 +2,13 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/agentbox/sandbox/internal/output"
 )
 
 // MaskText replaces secret values in output.
@@ -19,6 +22,9 @@ const minSecretLen = 4
 type Masker struct {
 	secrets [][]byte // longest first, so a longer secret wins over its prefix
 	maxLen  int
+	// encoded are the secrets as they appear inside an encoded JSON
+	// string (see JSON), longest first.
+	encoded []string
 }
 
 // NewMasker returns a masker for the given values; values shorter than four
@@ -35,7 +41,32 @@ func NewMasker(values ...string) *Masker {
 		m.maxLen = max(m.maxLen, len(v))
 	}
 	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
+	forms := map[string]bool{}
+	for _, sec := range m.secrets {
+		for _, f := range jsonForms(string(sec)) {
+			if !forms[f] {
+				forms[f] = true
+				m.encoded = append(m.encoded, f)
+			}
+		}
+	}
+	sort.Slice(m.encoded, func(i, j int) bool { return len(m.encoded[i]) > len(m.encoded[j]) })
 	return m
+}
+
+// jsonForms returns how a secret looks inside an encoded JSON string:
+// as this program encodes it (output.Marshal: no HTML escaping, invisible
+// characters as \u escapes) and as a default encoder does ("<", ">" and
+// "&" as \u escapes too).
+func jsonForms(secret string) []string {
+	var out []string
+	if b, err := output.Marshal(secret); err == nil {
+		out = append(out, string(b[1:len(b)-1]))
+	}
+	if b, err := json.Marshal(secret); err == nil {
+		out = append(out, string(b[1:len(b)-1]))
+	}
+	return out
 }
 
 // SecretsOf returns the values of env whose names look secret.
@@ -59,6 +90,22 @@ func (m *Masker) String(s string) string {
 	}
 	for _, sec := range m.secrets {
 		s = strings.ReplaceAll(s, string(sec), MaskText)
+	}
+	return s
+}
+
+// JSON masks s, a line of encoded JSON, by replacing each secret in the
+// form it takes inside an encoded JSON string: quotes, backslashes,
+// control characters and (with a default encoder) "<", ">" and "&" are
+// escaped there, so String alone would miss a secret holding them. This
+// is a second line of defence: output that carries secrets is masked
+// before it is encoded, where a secret split across writes is caught too.
+func (m *Masker) JSON(s string) string {
+	if m.Empty() {
+		return s
+	}
+	for _, f := range m.encoded {
+		s = strings.ReplaceAll(s, f, MaskText)
 	}
 	return s
 }

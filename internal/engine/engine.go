@@ -41,11 +41,17 @@ type Options struct {
 	StateDir string
 	// DefaultProvider is used when no provider is named.
 	DefaultProvider string
-	// Policy, Approver, Audit and Mask configure the gate of every session.
-	Policy   *approval.Policy
-	Approver approval.Approver
-	Audit    *approval.AuditLog
-	Mask     func(string) string
+	// Policy, Approver, Audit, AuditRequired and Mask configure the gate
+	// of every session (see approval.GateOptions).
+	Policy        *approval.Policy
+	Approver      approval.Approver
+	Audit         *approval.AuditLog
+	AuditRequired bool
+	Mask          func(string) string
+	// MaskWriter wraps a writer so that secrets are masked in the bytes
+	// written to it, also when one is split across writes; Close flushes.
+	// It masks setup output before it becomes an Event. Nil masks nothing.
+	MaskWriter func(io.Writer) io.WriteCloser
 	// Events receives lifecycle, setup and gate events (for --json and the
 	// TUI); may be nil. It is called from the goroutine doing the work.
 	Events func(Event)
@@ -132,6 +138,8 @@ func (e *Engine) gate(p providers.Provider) *approval.Gate {
 		Approver: e.opts.Approver,
 		Audit:    e.opts.Audit,
 		Mask:     e.opts.Mask,
+		// A refused operation's error says so; see approval.AuditError.
+		AuditRequired: e.opts.AuditRequired,
 		OnEvent: func(ev approval.Event) {
 			e.emit(Event{Type: string(ev.Type), Gate: &ev})
 		},
@@ -336,11 +344,14 @@ type Event struct {
 	// output, skipped, succeeded, failed.
 	Action  string          `json:"action,omitempty"`
 	Sandbox *providers.Info `json:"sandbox,omitempty"`
-	// Output is a chunk of setup output.
-	Output   string          `json:"output,omitempty"`
-	ExitCode *int            `json:"exit_code,omitempty"`
-	Error    string          `json:"error,omitempty"`
-	Gate     *approval.Event `json:"gate,omitempty"`
+	// Output is a chunk of setup output, secrets masked. When the chunk
+	// is not valid UTF-8, each invalid byte is U+FFFD here and OutputB64
+	// holds the exact bytes.
+	Output    string          `json:"output,omitempty"`
+	OutputB64 string          `json:"output_b64,omitempty"`
+	ExitCode  *int            `json:"exit_code,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Gate      *approval.Event `json:"gate,omitempty"`
 	// Reattach is the command that reopens a kept sandbox.
 	Reattach string `json:"reattach,omitempty"`
 }

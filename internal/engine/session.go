@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/setup"
 )
@@ -124,10 +125,14 @@ func (s *Session) runSetup(ctx context.Context, o OpenOptions) error {
 	s.gate.ApproveSource(approval.SourceSetup, fmt.Sprintf("--sandbox-setup %q", script.Path))
 	e.emit(Event{Type: "setup", Action: "started"})
 	out := o.SetupOutput
+	closeEvents := func() error { return nil }
 	if e.opts.Events != nil {
-		out = multiWriter(out, eventWriter(func(p []byte) {
-			e.emit(Event{Type: "setup", Action: "output", Output: string(p)})
-		}))
+		// Masked in the raw bytes, before an event is encoded: a secret
+		// split across two writes, or one holding characters JSON escapes,
+		// is caught too.
+		events := s.setupEvents()
+		closeEvents = events.Close
+		out = multiWriter(out, events)
 	}
 	network := o.Spec.Network
 	if network == providers.NetworkDefault && s.provider.Capabilities().Network {
@@ -137,16 +142,21 @@ func (s *Session) runSetup(ctx context.Context, o OpenOptions) error {
 	res, err := setup.Run(sctx, s.gate, s.info.ID, script, setup.Options{
 		Env: s.env, Timeout: o.SetupTimeout, Output: out, Network: network,
 	})
+	closeEvents() // the output held back comes before the outcome
 	if err != nil {
 		code := res.ExitCode
-		e.emit(Event{Type: "setup", Action: "failed", ExitCode: &code, Error: err.Error()})
+		msg := err.Error()
+		if e.opts.Mask != nil {
+			msg = e.opts.Mask(msg)
+		}
+		e.emit(Event{Type: "setup", Action: "failed", ExitCode: &code, Error: msg})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return &SetupError{Err: err}
 	}
 	if res.Skipped {
-		fmt.Fprintf(e.opts.Progress, "setup %s already ran in %s; skipped\n", script.Path, s.info.ID)
+		fmt.Fprintf(e.opts.Progress, "setup %s already ran in %s; skipped\n", output.Escape(script.Path), output.Escape(s.info.ID))
 		e.emit(Event{Type: "setup", Action: "skipped"})
 	} else {
 		e.emit(Event{Type: "setup", Action: "succeeded"})
@@ -179,7 +189,7 @@ func (s *Session) closeWith(ctx context.Context, cause error) {
 		}
 		if s.keep && cause == nil {
 			cmd := s.ReattachCommand()
-			fmt.Fprintf(e.opts.Progress, "kept sandbox %s; reattach with: %s\n", s.info.ID, cmd)
+			fmt.Fprintf(e.opts.Progress, "kept sandbox %s; reattach with: %s\n", output.Escape(s.info.ID), output.Escape(cmd))
 			e.emit(Event{Type: "lifecycle", Action: "kept", Sandbox: &s.info, Reattach: cmd})
 			return
 		}
@@ -292,11 +302,31 @@ func (e *Engine) DeleteExpired(ctx context.Context) ([]string, error) {
 	return deleted, errors.Join(errs...)
 }
 
-type eventWriter func([]byte)
+// setupEvents returns the writer that turns setup output into events:
+// masked by Options.MaskWriter, then cut into chunks that do not split a
+// UTF-8 character. Close flushes both.
+func (s *Session) setupEvents() io.WriteCloser {
+	e := s.engine
+	chunks := output.Chunks(func(p []byte) {
+		text, b64 := output.TextOrBase64(p)
+		e.emit(Event{Type: "setup", Action: "output", Output: text, OutputB64: b64})
+	})
+	if e.opts.MaskWriter == nil {
+		return chunks
+	}
+	return &flushChain{WriteCloser: e.opts.MaskWriter(chunks), next: chunks}
+}
 
-func (w eventWriter) Write(p []byte) (int, error) {
-	w(append([]byte(nil), p...))
-	return len(p), nil
+// flushChain is a masking writer and the writer after it: Close flushes
+// the masking writer into the next one, then closes that.
+type flushChain struct {
+	io.WriteCloser
+	next io.Closer
+}
+
+// Close flushes and closes both writers, in order.
+func (c *flushChain) Close() error {
+	return errors.Join(c.WriteCloser.Close(), c.next.Close())
 }
 
 func multiWriter(a io.Writer, b io.Writer) io.Writer {

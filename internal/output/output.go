@@ -1,34 +1,97 @@
 // Package output prints data for people (aligned tables) and for programs
 // (JSON documents and JSON Lines events). Everything here writes to the
 // writer it is given; data goes to stdout, progress and errors to stderr.
+//
+// Text for people is escaped with Escape, so that what a sandbox named or
+// printed cannot drive the terminal; JSON is encoded without HTML escaping
+// and with every character that Escape would escape written as a \u
+// escape, so that the same holds for a person reading it.
 package output
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // JSON writes v as one indented JSON document.
 func JSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
+	if _, err := w.Write(escapeJSON(b.Bytes())); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
 	return nil
 }
 
-// Table writes rows under a header, columns aligned with spaces.
+// Marshal encodes v as one compact line of JSON, without a newline: no
+// HTML escaping (so "<", ">" and "&" stay as they are), and control,
+// invisible and bidirectional characters as \u escapes (see Escape).
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode json: %w", err)
+	}
+	return escapeJSON(bytes.TrimSuffix(b.Bytes(), []byte("\n"))), nil
+}
+
+// escapeJSON rewrites, in encoded JSON, DEL and every non-ASCII character
+// that Escape escapes as a \u escape (a surrogate pair above U+FFFF). In
+// JSON such characters can only occur inside strings, where the escape
+// decodes to the same character.
+func escapeJSON(b []byte) []byte {
+	i := 0
+	for i < len(b) && b[i] < utf8.RuneSelf && b[i] != 0x7f {
+		i++
+	}
+	if i == len(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	out = append(out, b[:i]...)
+	for i < len(b) {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == 0x7f || (r >= utf8.RuneSelf && !(r == utf8.RuneError && n == 1) && mustEscape(r)):
+			if r > 0xffff {
+				r1, r2 := utf16.EncodeRune(r)
+				out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+			} else {
+				out = fmt.Appendf(out, `\u%04x`, r)
+			}
+		default:
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
+}
+
+// Table writes rows under a header, columns aligned with spaces. Cells are
+// escaped with Escape, so a tab or an escape sequence in a cell can neither
+// break the columns nor reach the terminal.
 func Table(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = Escape(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }
@@ -41,15 +104,19 @@ type Lines struct {
 	mask func(string) string
 }
 
-// NewLines returns a JSON Lines writer; mask (may be nil) is applied to each
-// encoded line so secret values never reach the output.
+// NewLines returns a JSON Lines writer. Values are encoded with Marshal.
+// Callers mask secrets in the raw values before they are encoded (a
+// stream's bytes with a masking writer, so that a secret split across
+// writes is caught too); mask (may be nil) is a second line of defence,
+// applied to each encoded line, and must therefore also catch a secret in
+// its JSON-encoded form.
 func NewLines(w io.Writer, mask func(string) string) *Lines {
 	return &Lines{w: w, mask: mask}
 }
 
 // Write encodes v as one line.
 func (l *Lines) Write(v any) error {
-	b, err := json.Marshal(v)
+	b, err := Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}

@@ -307,7 +307,7 @@ func (d *dialog) render(width, height int, st *Styles) string {
 		if inner < 50 {
 			label = d.shortLabel(c)
 		}
-		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), d.mask(sanitize(label)))
+		text := fmt.Sprintf("%s[%s] %s", cursor, d.choiceKey(c), output.Escape(d.mask(label)))
 		indent := strings.Repeat(" ", 6)
 		if inner < 20 {
 			indent = ""
@@ -359,14 +359,22 @@ func sourceOf(r approval.Request) approval.Source {
 	return r.Source
 }
 
-// details are the lines that say exactly what the request will do.
+// details are the lines that say exactly what the request will do. Every
+// text is masked, then escaped with output.Escape, the one escaping of
+// every approval surface: unlike command output in the scrollback, a
+// request is never cut at a carriage return nor stripped of escape
+// sequences, but shows them. A request holding hidden characters gets a
+// warning line first.
 func (d *dialog) details(p pending, width int, st *Styles) []string {
 	r := p.req
 	var out []string
 	add := func(style lipgloss.Style, s string) {
-		for _, row := range wrap(d.mask(sanitize(s)), max(width, 1)) {
+		for _, row := range wrap(output.Escape(d.mask(s)), max(width, 1)) {
 			out = append(out, style.Render(row))
 		}
+	}
+	if w := approval.HiddenWarning(r); w != "" {
+		add(st.Warn, "⚠ "+w)
 	}
 	where := r.Sandbox
 	if r.Provider != "" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -310,6 +311,8 @@ func (m *model) event(ev engine.Event) {
 		if d.Reason == "not answered" {
 			return
 		}
+		// A request, not command output: escaped whole (output.Escape),
+		// never cut at a carriage return as output lines are.
 		what := fmt.Sprintf("%s %s", g.Request.Kind, g.Request.Target)
 		if d.Allow {
 			s := "allowed " + what
@@ -319,7 +322,7 @@ func (m *model) event(ev engine.Event) {
 			if d.SessionRule != "" {
 				s += "; session rule added: " + strings.Join(append([]string{d.SessionRule}, d.SessionRules...), ", ")
 			}
-			m.sb.add(kindOK, "✔ "+s)
+			m.sb.add(kindOK, "✔ "+output.Escape(s))
 			return
 		}
 		s := "denied " + what
@@ -329,7 +332,7 @@ func (m *model) event(ev engine.Event) {
 		if d.Reason != "" {
 			s += ": " + d.Reason
 		}
-		m.sb.add(kindError, "✘ "+s)
+		m.sb.add(kindError, "✘ "+output.Escape(s))
 	}
 }
 
@@ -539,7 +542,8 @@ func (m *model) finish(msg opDoneMsg) {
 	case r.err != nil && (errorsIsCanceled(r.err)):
 		m.sb.add(kindError, fmt.Sprintf("cancelled: %s (after %s)", op.title, took))
 	case r.err != nil:
-		m.sb.add(kindError, r.err.Error())
+		// An error may quote a request: escaped, not cut at a "\r".
+		m.sb.add(kindError, output.EscapeText(r.err.Error()))
 	case r.code != nil && *r.code != 0:
 		m.sb.add(kindError, fmt.Sprintf("exit %d (%s)", *r.code, took))
 	case r.code != nil:

@@ -136,7 +136,7 @@ func (m *model) submit(text string) tea.Cmd {
 			}
 			var r opResult
 			for _, fi := range list {
-				r.lines = append(r.lines, line{text: fmt.Sprintf("%s %9s  %s", fi.Mode, output.Bytes(fi.Size), fi.Path), kind: kindStdout})
+				r.lines = append(r.lines, line{text: fmt.Sprintf("%s %9s  %s", fi.Mode, output.Bytes(fi.Size), output.Escape(fi.Path)), kind: kindStdout})
 			}
 			r.summary = fmt.Sprintf("%d entries", len(list))
 			return r
@@ -156,7 +156,7 @@ func (m *model) submit(text string) tea.Cmd {
 			}
 			var r opResult
 			for _, fi := range list {
-				r.lines = append(r.lines, line{text: fi.Path, kind: kindStdout})
+				r.lines = append(r.lines, line{text: output.Escape(fi.Path), kind: kindStdout})
 			}
 			r.summary = fmt.Sprintf("%d matches", len(list))
 			return r
@@ -176,7 +176,7 @@ func (m *model) submit(text string) tea.Cmd {
 			}
 			var r opResult
 			for _, x := range ms {
-				r.lines = append(r.lines, line{text: fmt.Sprintf("%s:%d: %s", x.Path, x.Line, x.Text), kind: kindStdout})
+				r.lines = append(r.lines, line{text: fmt.Sprintf("%s:%d: %s", output.Escape(x.Path), x.Line, output.EscapeLine(x.Text)), kind: kindStdout})
 			}
 			r.summary = fmt.Sprintf("%d matches", len(ms))
 			return r
@@ -419,6 +419,8 @@ func (m *model) completed(msg completionMsg) {
 	}
 }
 
+// diffLines styles a diff's lines, escaped (output.EscapeLine) like every
+// listing of what is in the sandbox.
 func diffLines(d string) []line {
 	var out []line
 	for l := range strings.SplitSeq(strings.TrimSuffix(d, "\n"), "\n") {
@@ -433,7 +435,7 @@ func diffLines(d string) []line {
 		case strings.HasPrefix(l, "@@"):
 			k = kindDiffHunk
 		}
-		out = append(out, line{text: l, kind: k})
+		out = append(out, line{text: output.EscapeLine(l), kind: k})
 	}
 	return out
 }

@@ -145,11 +145,14 @@ func aborted(fd int) bool {
 // errAborted says that the host did not confirm the input stream.
 var errAborted = errors.New("input stream aborted: nothing was written")
 
-// tempName returns a hidden sibling name for an atomic write of name.
-func tempName(name string) string {
-	var b [6]byte
+// tempName returns a hidden sibling name for an atomic write. It is a
+// fixed prefix and random hex, 29 bytes whatever the target: deriving it
+// from the target's name pushed names of 234 bytes and more over NAME_MAX
+// (255), so they could not be written. The argument is ignored.
+func tempName(string) string {
+	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return "." + name + ".sandbox-" + hex.EncodeToString(b[:])
+	return ".sandbox-tmp-" + hex.EncodeToString(b[:])
 }
 
 // serveWrite replaces p with stdin through a temporary file and a rename,

@@ -58,7 +58,7 @@ func (s *Server) routes() {
 func (s *Server) requireKey(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get(wire.HeaderAPIKey)
-		if key == "" || (s.opts.APIKey != "" && key != s.opts.APIKey) {
+		if key == "" || (s.opts.APIKey != "" && !sameSecret(key, s.opts.APIKey)) {
 			writeAPIError(w, http.StatusUnauthorized, "Invalid API key, please visit your E2B dashboard to get a valid one (or use the key `sandbox serve` printed)")
 			return
 		}

@@ -38,7 +38,7 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id, port stri
 		return
 	}
 	open := r.URL.Path == "/health" || r.URL.Path == "/files"
-	if sb.token != "" && !open && r.Header.Get(wire.HeaderAccessToken) != sb.token {
+	if sb.token != "" && !open && !sameSecret(r.Header.Get(wire.HeaderAccessToken), sb.token) {
 		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
 		return
 	}

@@ -3,7 +3,6 @@ package emulator
 import (
 	"compress/gzip"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -22,7 +21,7 @@ import (
 // filesAllowed checks /files access: the access token, or a URL signature
 // "v1_" + base64(sha256("<path>:<op>:<user>:<token>[:<expiry>]")).
 func filesAllowed(r *http.Request, sb *sandbox, op string) bool {
-	if sb.token == "" || r.Header.Get(wire.HeaderAccessToken) == sb.token {
+	if sb.token == "" || sameSecret(r.Header.Get(wire.HeaderAccessToken), sb.token) {
 		return true
 	}
 	q := r.URL.Query()
@@ -40,7 +39,7 @@ func filesAllowed(r *http.Request, sb *sandbox, op string) bool {
 	}
 	sum := sha256.Sum256([]byte(msg))
 	want := "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
-	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
+	return sameSecret(sig, want)
 }
 
 // handleDownload streams a file: GET /files?path=.

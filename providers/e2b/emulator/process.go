@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/e2b/wire"
+	"github.com/agentbox/sandbox/providers/emulator/httpguard"
 )
 
 // process is one command started through process.Start.
@@ -279,8 +280,11 @@ func (p *process) input(ctx context.Context, in wire.ProcessInput) *rpcError {
 	}
 }
 
-// handleStreamInput reads a client stream of stdin messages.
+// handleStreamInput reads a client stream of stdin messages. Stdin may
+// pause for as long as the command runs, so the stream is exempt from the
+// body stall timeout of `sandbox serve` (the request is authenticated).
 func (s *Server) handleStreamInput(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	httpguard.AllowIdleBody(r)
 	var p *process
 	var rerr *rpcError
 	for rerr == nil {

@@ -30,6 +30,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -337,6 +338,14 @@ func (s *Server) adopt(info providers.Info) *sandbox {
 	}
 	s.sandboxes[id] = sb
 	return sb
+}
+
+// sameSecret compares a key, token or signature a client sent with the
+// expected one in constant time: comparing SHA-256 digests hides the length
+// as well as where the two first differ.
+func sameSecret(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
 // tokenFor derives the envd access token of sandbox id.
