@@ -73,6 +73,10 @@ type Details struct {
 	Pattern string `json:"pattern,omitempty"`
 	// From is where an upload's bytes come from on the host (only shown).
 	From string `json:"from,omitempty"`
+	// Background marks an exec that starts the command detached: the
+	// call returns at once with its pid, and the command keeps running
+	// in the sandbox after it (providers.ExecRequest.Background).
+	Background bool `json:"background,omitempty"`
 }
 
 // Request is one operation awaiting a decision.

@@ -61,6 +61,9 @@ type AuditRecord struct {
 	// it runs when the audit is required (GateOptions.AuditRequired); it
 	// is empty on the record of a request's outcome.
 	Phase string `json:"phase,omitempty"`
+	// Background is set for an exec that started its command detached
+	// (it has no exit code here: `sandbox logs` reports it).
+	Background bool `json:"background,omitempty"`
 	// ExitCode is set for an exec that ran.
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	Error      string `json:"error,omitempty"`

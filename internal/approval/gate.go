@@ -13,10 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/pmezard/go-difflib/difflib"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
@@ -151,6 +153,7 @@ var (
 	_ providers.Provider = (*Gate)(nil)
 	_ providers.Grepper  = (*Gate)(nil)
 	_ providers.Closer   = (*Gate)(nil)
+	_ providers.Machine  = (*Gate)(nil)
 )
 
 // NewGate wraps inner. Only the engine calls it, once per sandbox session,
@@ -270,13 +273,130 @@ func (g *Gate) Close() error {
 	return nil
 }
 
+// ---- machines (providers.Machine) ----
+
+// machine returns the inner provider's providers.Machine, or an error
+// matching providers.ErrUnsupported that names the provider.
+func (g *Gate) machine(op string) (providers.Machine, error) {
+	m, ok := g.inner.(providers.Machine)
+	if !ok {
+		return nil, providers.Errorf(providers.ErrUnsupported, g.inner.Name(), op,
+			"provider %s has no machines: its sandboxes keep no processes running between operations, so they cannot be started, stopped or listed", g.inner.Name())
+	}
+	return m, nil
+}
+
+// CanMachine reports whether the provider's sandboxes are machines
+// (providers.Machine): Start, Stop, Processes, Signal and Logs work.
+func (g *Gate) CanMachine() bool {
+	_, ok := g.inner.(providers.Machine)
+	return ok
+}
+
+// Start passes through, as Delete does: starting and stopping a sandbox
+// are lifecycle operations, governed by the command line, not by the
+// approval policy. Without providers.Machine it returns ErrUnsupported.
+func (g *Gate) Start(ctx context.Context, id string) error {
+	m, err := g.machine("start")
+	if err != nil {
+		return err
+	}
+	return m.Start(ctx, id)
+}
+
+// Stop passes through: see Start.
+func (g *Gate) Stop(ctx context.Context, id string) error {
+	m, err := g.machine("stop")
+	if err != nil {
+		return err
+	}
+	return m.Stop(ctx, id)
+}
+
+// ProcessesTarget is the target of the request that lists a sandbox's
+// processes (kind list): path rules see it as the sandbox's /proc.
+const ProcessesTarget = "/proc"
+
+// Processes is gated as KindList with target ProcessesTarget.
+func (g *Gate) Processes(ctx context.Context, id string) ([]providers.Process, error) {
+	m, err := g.machine("ps")
+	if err != nil {
+		return nil, err
+	}
+	var out []providers.Process
+	err = g.do(ctx, g.request(ctx, KindList, id, ProcessesTarget), func(ctx context.Context) (*int, error) {
+		var err error
+		out, err = m.Processes(ctx, id)
+		return nil, err
+	})
+	return out, err
+}
+
+// SignalArgv is the command a Signal request is decided as: `kill -s
+// NAME PID`, NAME without its SIG prefix (TERM, KILL…), or the number of
+// a signal without a name.
+func SignalArgv(pid int, sig syscall.Signal) []string {
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	if name == "" {
+		name = strconv.Itoa(int(sig))
+	}
+	return []string{"kill", "-s", name, strconv.Itoa(pid)}
+}
+
+// Signal is gated as KindExec of the argv SignalArgv, so that
+// `--allow 'exec:kill *'` allows it and rules on kill apply as they do
+// to a kill run with exec.
+func (g *Gate) Signal(ctx context.Context, id string, pid int, sig syscall.Signal) error {
+	m, err := g.machine("kill")
+	if err != nil {
+		return err
+	}
+	argv := SignalArgv(pid, sig)
+	req := g.request(ctx, KindExec, id, QuoteArgv(argv))
+	req.Argv = argv
+	req.Details.Dest = ""
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, m.Signal(ctx, id, pid, sig)
+	})
+}
+
+// LogsTarget is the target of the request that reads the output of the
+// background command pid (kind read): path rules see it as that
+// process's directory of the sandbox's /proc.
+func LogsTarget(pid int) string { return ProcessesTarget + "/" + strconv.Itoa(pid) }
+
+// Logs is gated as KindRead with target LogsTarget(pid). It copies the
+// output of a background command into w (following it until it ends when
+// follow is set) and returns its exit status once it has ended.
+func (g *Gate) Logs(ctx context.Context, id string, pid int, follow bool, w io.Writer) (*int, error) {
+	m, err := g.machine("logs")
+	if err != nil {
+		return nil, err
+	}
+	var code *int
+	err = g.do(ctx, g.request(ctx, KindRead, id, LogsTarget(pid)), func(ctx context.Context) (*int, error) {
+		var err error
+		code, err = m.Logs(ctx, id, pid, follow, w)
+		return nil, err
+	})
+	return code, err
+}
+
 // ---- gated operations ----
 
 // Exec is gated as KindExec. The target is the shell string, or the argv
-// quoted; rules see the argv as one segment.
+// quoted; rules see the argv as one segment. A background command
+// (ExecRequest.Background) is decided by the same rules, and its request
+// says so in Details.Background.
 func (g *Gate) Exec(ctx context.Context, id string, er providers.ExecRequest) (providers.ExecResult, error) {
 	if er.Argv != nil && er.Shell != "" {
 		return providers.ExecResult{}, fmt.Errorf("exec: both argv and a shell string given: %w", providers.ErrInvalid)
+	}
+	if er.Background {
+		// A provider without machines would run it in the foreground.
+		if _, err := g.machine("exec"); err != nil {
+			return providers.ExecResult{}, err
+		}
 	}
 	req := g.request(ctx, KindExec, id, er.Shell)
 	if er.Argv != nil {
@@ -285,11 +405,17 @@ func (g *Gate) Exec(ctx context.Context, id string, er providers.ExecRequest) (p
 	}
 	req.Details.Cwd = er.Cwd
 	req.Details.Dest = ""
+	req.Details.Background = er.Background
 	var res providers.ExecResult
 	err := g.do(ctx, req, func(ctx context.Context) (*int, error) {
-		var err error
-		res, err = g.inner.Exec(ctx, id, er)
-		if err != nil {
+		// A session becomes its wrapper script only now, after the
+		// decision on the user's own command (providers.SessionCommand).
+		run, err := providers.ForProvider(g.inner, er)
+		if err == nil {
+			res, err = g.inner.Exec(ctx, id, run)
+		}
+		if err != nil || er.Background {
+			// A background command has no status yet.
 			return nil, err
 		}
 		code := res.ExitCode
@@ -830,7 +956,7 @@ func (g *Gate) auditStarted(req Request, dec Decision) error {
 	mreq, mdec := g.maskRequest(req), g.maskDecision(dec)
 	return g.audit.Write(AuditRecord{
 		Time: g.now(), Source: mreq.Source, Kind: mreq.Kind, Target: mreq.Target, Dest: mreq.Details.Dest,
-		Provider: mreq.Provider, Sandbox: mreq.Sandbox,
+		Provider: mreq.Provider, Sandbox: mreq.Sandbox, Background: mreq.Details.Background,
 		Decision: string(Allow), By: mdec.By, Rule: mdec.Rule, Reason: mdec.Reason, Phase: "started",
 	})
 }
@@ -962,7 +1088,7 @@ func (g *Gate) report(typ string, req Request, dec Decision, code *int, err erro
 	}
 	return g.audit.Write(AuditRecord{
 		Time: now, Source: mreq.Source, Kind: mreq.Kind, Target: mreq.Target, Dest: mreq.Details.Dest,
-		Provider: mreq.Provider, Sandbox: mreq.Sandbox,
+		Provider: mreq.Provider, Sandbox: mreq.Sandbox, Background: mreq.Details.Background,
 		Decision: effect, By: mdec.By, Rule: mdec.Rule, Reason: mdec.Reason,
 		ExitCode: code, Error: errText, DurationMS: d.Milliseconds(),
 	})

@@ -94,10 +94,15 @@ func (p *Policy) Clone() *Policy {
 // rules (deny wins), ask rules, allow rules, --yes, the default.
 //
 // For exec, deny and ask rules match when they match ANY segment of the
-// command, also looking through wrappers such as `sudo`, `env`, `xargs`
-// and `sh -c '…'`; allow rules must cover EVERY segment, and a complex
-// segment is only covered by the bare `exec` or `exec:*` rule. For other
-// kinds every path in req.Paths() must match.
+// command, also looking through wrappers such as `sudo`, `env -S`,
+// `timeout`, `xargs`, `find -exec` and `sh -c '…'`, and erring towards a
+// match (see matchLoose); allow rules must cover EVERY segment, and a
+// complex segment is only covered by the bare `exec` or `exec:*` rule.
+// For other kinds every path in req.Paths() must match.
+//
+// Deny rules are a convenience, not a security boundary: a program that
+// runs other programs (an interpreter, make, git aliases) can always hide
+// a command from them.
 func (p *Policy) Evaluate(req Request) (Effect, string) {
 	v := p.evaluate(req, nil)
 	return v.effect, v.origin
@@ -172,8 +177,9 @@ func firstLoose(rules []PolicyRule, req Request, segs []Segment) (PolicyRule, bo
 			continue
 		}
 		if req.Kind == KindExec {
+			budget := looseBudget
 			for _, seg := range segs {
-				if matchLoose(r.Rule, seg, 0) {
+				if matchLoose(r.Rule, seg, 0, &budget) {
 					return r, true
 				}
 			}
@@ -221,71 +227,74 @@ path:
 	return used, len(used) > 0
 }
 
-// maxUnwrap bounds how deeply matchLoose looks into `sh -c` and wrappers.
-const maxUnwrap = 4
+// looseBudget bounds the work of matching one deny or ask rule against
+// one request: one unit per command looked at through a wrapper, and one
+// per KiB of command line parsed for `sh -c` and the like. A rule that
+// would need more is taken to match.
+const looseBudget = 2000
 
 // matchLoose matches a deny or ask rule against a segment, also trying the
-// command that a wrapper (sudo, env, xargs, …) or a shell (`sh -c`, eval)
-// would run, and the base name of a command given by path (/bin/rm).
-func matchLoose(r Rule, seg Segment, depth int) bool {
+// commands that a wrapper (sudo, env -S, timeout, find -exec, xargs, …), a
+// shell (`sh -c`, eval, trap, an alias definition) would run. It errs
+// towards matching: see Rule.MatchSegment for globs, expansions and paths;
+// a piece of text that does not parse matches when the rule's command word
+// appears anywhere in it; and a wrapper whose options are not understood
+// is tried with every later word as the start of the command and every
+// word as a command line.
+func matchLoose(r Rule, seg Segment, depth int, budget *int) bool {
 	if r.MatchSegment(seg, false) {
 		return true
 	}
-	words := seg.Words
-	if depth >= maxUnwrap || len(words) == 0 {
+	if len(r.words) == 0 || len(seg.Words) == 0 {
 		return false
 	}
-	name := path.Base(words[0])
-	if name != words[0] && strings.Contains(words[0], "/") {
-		alt := append([]string{name}, words[1:]...)
-		if r.matchWords(alt) {
+	c := segWords(seg)
+	if seg.unparsed && r.matchAnywhere(c) {
+		return true
+	}
+	return matchInner(r, c, depth, budget)
+}
+
+// matchInner matches a deny or ask rule against what the command c runs
+// when it is a wrapper.
+func matchInner(r Rule, c cmdWords, depth int, budget *int) bool {
+	*budget--
+	if *budget < 0 {
+		return true
+	}
+	u, ok := unwrap(c)
+	if !ok {
+		return false
+	}
+	if depth >= maxUnwrap {
+		// Wrappers nested deeper than rules look: assume the worst.
+		return true
+	}
+	argvs, scripts := u.argvs, u.scripts
+	if u.unknown != "" {
+		for i := 1; i < len(c.words); i++ {
+			argvs = append(argvs, c.from(i))
+			if strings.ContainsAny(c.words[i], " \t\n;&|()<>`$'\"\\") || !c.at(i).plain() {
+				scripts = append(scripts, c.words[i])
+			}
+		}
+	}
+	for _, a := range argvs {
+		if r.couldMatch(a) || matchInner(r, a, depth+1, budget) {
 			return true
 		}
 	}
-	switch {
-	case isWrapper(name):
-		// Flags and their values are not parsed: try every suffix. A deny
-		// that is too eager is safer than one that is too lax.
-		for i := 1; i < len(words); i++ {
-			if matchLoose(r, Segment{Words: words[i:], Complex: seg.Complex}, depth+1) {
+	for _, s := range scripts {
+		// Parsing costs one unit per KiB.
+		*budget -= len(s) / 1024
+		if *budget < 0 {
+			return true
+		}
+		for _, inner := range SplitShell(s) {
+			if matchLoose(r, inner, depth+1, budget) {
 				return true
 			}
 		}
-	case isShell(name):
-		for i := 1; i+1 < len(words); i++ {
-			w := words[i]
-			if strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "--") && strings.Contains(w, "c") {
-				for _, inner := range SplitShell(words[i+1]) {
-					if matchLoose(r, inner, depth+1) {
-						return true
-					}
-				}
-				break
-			}
-		}
-	case name == "eval":
-		for _, inner := range SplitShell(strings.Join(words[1:], " ")) {
-			if matchLoose(r, inner, depth+1) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func isWrapper(name string) bool {
-	switch name {
-	case "sudo", "doas", "command", "builtin", "exec", "nohup", "nice", "ionice",
-		"time", "env", "timeout", "xargs", "stdbuf", "setsid", "unbuffer", "watch", "strace":
-		return true
-	}
-	return false
-}
-
-func isShell(name string) bool {
-	switch name {
-	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox":
-		return true
 	}
 	return false
 }
@@ -396,7 +405,7 @@ func ExactRules(req Request) []string {
 	var out []string
 	if req.Kind == KindExec {
 		for _, seg := range req.Segments() {
-			if seg.Complex || len(seg.Words) == 0 || !spellable(seg.Words) {
+			if seg.Complex || seg.hasPatterns() || len(seg.Words) == 0 || !spellable(seg.Words) {
 				return nil
 			}
 			out = append(out, "exec:"+strings.Join(seg.Words, " "))
@@ -411,13 +420,13 @@ func ExactRules(req Request) []string {
 
 func suggestSegment(seg Segment) string {
 	w := seg.Words
-	if seg.Complex || len(w) == 0 || !spellable(w[:1]) || w[0] == "*" {
+	if seg.Complex || len(w) == 0 || !spellable(w[:1]) || w[0] == "*" || !seg.wordAt(0).plain() {
 		return ""
 	}
 	if len(w) == 1 {
 		return "exec:" + w[0]
 	}
-	if isSubcommand(w[1]) && !isWrapper(path.Base(w[0])) {
+	if isSubcommand(w[1]) && seg.wordAt(1).plain() && !isWrapper(path.Base(w[0])) {
 		return "exec:" + w[0] + " " + w[1] + " *"
 	}
 	return "exec:" + w[0] + " *"

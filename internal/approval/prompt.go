@@ -149,6 +149,9 @@ func describe(req Request) string {
 	if d.Cwd != "" {
 		fmt.Fprintf(&b, "  cwd: %s\n", output.Escape(d.Cwd))
 	}
+	if d.Background {
+		fmt.Fprintf(&b, "  runs: in the background (it keeps running after this call returns)\n")
+	}
 	if d.From != "" {
 		fmt.Fprintf(&b, "  from (host): %s\n", output.Escape(d.From))
 	}

@@ -24,7 +24,9 @@ const KindAny Kind = "*"
 //   - An exec pattern is a command pattern, matched against the words of a
 //     command segment (see SplitShell): `git status` matches exactly those
 //     words; a trailing ` *` (`go test *`) matches the prefix followed by any
-//     arguments, or none. Complex segments only match the bare or `*` rule.
+//     arguments, or none. Complex segments only match the bare or `*` rule
+//     when allowing; deny and ask rules match more eagerly (see
+//     MatchSegment).
 //   - Any other pattern is a doublestar glob (`/workspace/**`) matched
 //     against the cleaned absolute path. A relative pattern is taken from
 //     /workspace, except that a pattern starting with `*` is kept as is.
@@ -169,10 +171,19 @@ func (r Rule) MatchesKind(k Kind) bool {
 }
 
 // MatchSegment reports whether the rule's command pattern matches one
-// segment. With strict set (allow rules) a complex segment only matches a
-// rule that matches every command; without it (deny and ask rules) the
-// words of a complex segment are compared too, so that `rm -rf $(pwd)` is
-// still caught by `exec:rm *`.
+// segment.
+//
+// With strict set (allow rules) a complex segment only matches a rule
+// that matches every command, and the words must equal the pattern's
+// exactly: a word the shell could still change (a glob such as `r?`)
+// never equals a pattern word.
+//
+// Without strict (deny and ask rules) the match errs towards matching:
+// the words of a complex segment are compared too, so that `rm -rf $(pwd)`
+// is still caught by `exec:rm *`; a glob matches a pattern word it could
+// expand to (`/bin/r[m]` is `rm`); a word holding an expansion matches any
+// word, and an unquoted one any number of words; and the command word is
+// also compared by its base name (`/bin/rm` is `rm`).
 func (r Rule) MatchSegment(seg Segment, strict bool) bool {
 	if !r.MatchesKind(KindExec) {
 		return false
@@ -180,20 +191,70 @@ func (r Rule) MatchSegment(seg Segment, strict bool) bool {
 	if r.anyTarget() {
 		return true
 	}
-	if strict && seg.Complex {
-		return false
-	}
-	return r.matchWords(seg.Words)
-}
-
-func (r Rule) matchWords(words []string) bool {
 	if len(r.words) == 0 {
 		return false
 	}
-	if r.prefix {
-		return len(words) >= len(r.words) && slices.Equal(words[:len(r.words)], r.words)
+	if strict {
+		return !seg.Complex && r.matchStrict(seg)
 	}
-	return slices.Equal(words, r.words)
+	return r.couldMatch(segWords(seg))
+}
+
+// matchStrict reports whether the segment's words are exactly the
+// pattern's (followed by any words for a prefix pattern).
+func (r Rule) matchStrict(seg Segment) bool {
+	n := len(r.words)
+	if len(seg.Words) < n || !r.prefix && len(seg.Words) != n {
+		return false
+	}
+	for i := range n {
+		if !seg.wordAt(i).plain() || seg.Words[i] != r.words[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// couldMatch reports whether the words, once the shell has expanded them,
+// could be words the pattern matches.
+func (r Rule) couldMatch(c cmdWords) bool {
+	j := 0
+	for i, want := range r.words {
+		if j >= len(c.words) {
+			return false
+		}
+		if c.at(j).split {
+			return true
+		}
+		if !c.couldBe(j, want, i == 0) {
+			return false
+		}
+		j++
+	}
+	if r.prefix {
+		return true
+	}
+	for ; j < len(c.words); j++ {
+		if !c.at(j).split {
+			return false
+		}
+	}
+	return true
+}
+
+// matchAnywhere reports whether the pattern's command word could be any
+// of the words: for text that does not parse, where any word may turn out
+// to start a command.
+func (r Rule) matchAnywhere(c cmdWords) bool {
+	if len(r.words) == 0 {
+		return false
+	}
+	for j := range c.words {
+		if c.at(j).split || c.couldBe(j, r.words[0], true) {
+			return true
+		}
+	}
+	return false
 }
 
 // MatchPath reports whether the rule's path pattern matches p, a cleaned

@@ -28,19 +28,22 @@ func TestSplitShell(t *testing.T) {
 		{"newline", "a\nb\n", []seg{{words: "a"}, {words: "b"}}, ""},
 		{"no spaces", "a&&b;c||d|e", []seg{{words: "a"}, {words: "b"}, {words: "c"}, {words: "d"}, {words: "e"}}, ""},
 		{"quoted operators stay", `echo "a && b" 'c;d'`, []seg{{words: "echo|a && b|c;d"}}, ""},
-		{"escapes", `a\ b "e\"f" $'\x72m'`, []seg{{words: "a b|e\"f|rm"}}, ""},
+		{"escapes", `a\ b "e\"f" \rm r\m 'r'm "r"m`, []seg{{words: "a b|e\"f|rm|rm|rm|rm"}}, ""},
+		// sh reads $'…' as a dollar sign and a quoted string, bash decodes
+		// it: both readings are reported, and both are complex.
+		{"ANSI-C quoting", `$'\x72m'`, []seg{{words: `$\x72m`, complex: true}, {words: "rm", complex: true}}, "$'…' or $\"…\" quoting, which sh and bash read differently"},
 		{"comment", "ls # && rm", []seg{{words: "ls"}}, ""},
 		{"empty", "", []seg{{}}, ""},
 		{"command substitution", "echo $(id)", []seg{{words: "echo|$(id)", complex: true}, {words: "id", nested: true}}, "command substitution"},
 		{"backticks", "echo `id`", []seg{{words: "echo|`id`", complex: true}, {words: "id", nested: true}}, "command substitution"},
-		{"process substitution", "diff <(a) b", []seg{{words: "diff|<(a)|b", complex: true}, {words: "a", nested: true}}, "process substitution"},
+		{"process substitution", "diff <(a) b", []seg{{words: "diff|<(a)|b", complex: true}, {words: "a", complex: true, nested: true}, {words: "diff", complex: true}, {words: "b", complex: true}}, "process substitution"},
 		{"redirect out", "echo hi > f", []seg{{words: "echo|hi", complex: true}}, "redirection"},
 		{"redirect append", "echo hi >> f", []seg{{words: "echo|hi", complex: true}}, "redirection"},
 		{"redirect in", "wc < f", []seg{{words: "wc", complex: true}}, "redirection"},
 		{"fd dup", "a 2>&1", []seg{{words: "a", complex: true}}, "redirection"},
 		{"here-doc", "cat <<EOF\nx\nEOF", []seg{{words: "cat", complex: true}}, "here-document"},
 		{"here-doc substitution", "cat <<EOF\n$(id)\nEOF", []seg{{words: "cat", complex: true}, {words: "id", nested: true}}, "here-document"},
-		{"here-string", "cat <<< hi", []seg{{words: "cat", complex: true}}, "here-string"},
+		{"here-string", "cat <<< hi", []seg{{words: "cat", complex: true}, {words: "cat|hi", complex: true}}, "here-string"},
 		{"subshell", "(a && b)", []seg{{complex: true}, {words: "a", nested: true}, {words: "b", nested: true}}, "subshell"},
 		{"block", "{ a; }", []seg{{complex: true}, {words: "a", nested: true}}, "block"},
 		{"function", "f() { rm -rf /; }", []seg{{complex: true}, {complex: true, nested: true}, {words: "rm|-rf|/", nested: true}}, "function definition"},
@@ -55,8 +58,8 @@ func TestSplitShell(t *testing.T) {
 		{"assignment", "A=1 rm x", []seg{{words: "rm|x", complex: true}}, "variable assignment"},
 		{"export", "export A=1", []seg{{words: "export|A=1", complex: true}}, "declaration (export)"},
 		{"brace expansion", "{rm,-rf,/}", []seg{{words: "{rm,-rf,/}", complex: true}}, "brace expansion"},
-		{"pipe all", "a |& b", []seg{{words: "a", complex: true}, {words: "b"}}, "redirection (|&)"},
-		{"parse error", `echo ok; rm -rf / "`, []seg{{words: "echo|ok", complex: true}, {words: `rm|-rf|/|"`, complex: true}}, ""},
+		{"pipe all", "a |& b", []seg{{words: "a", complex: true}, {words: "b", complex: true}}, "redirection (|&)"},
+		{"parse error", `echo ok; rm -rf / "`, []seg{{words: "echo|ok", complex: true}, {words: `rm|-rf|/|`, complex: true}, {words: `rm|-rf|/`, complex: true}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
