@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -100,6 +101,40 @@ type FileUploader interface {
 	UploadFile(ctx context.Context, id, dst string, src *os.File, perm fs.FileMode, mtime time.Time) error
 }
 
+// Machine is an optional interface for providers whose sandboxes are
+// machines: what one call starts keeps running until it ends or the
+// sandbox stops. A stopped sandbox keeps its files and starts again at its
+// next operation (or Start). Processes lists what runs; Signal sends one
+// process a signal; Logs copies the output of a command started with
+// ExecRequest.Background into w, following it until it ends when follow
+// is set, and returns its exit status once it has ended (nil while it
+// runs). An unknown pid matches ErrNotFound.
+type Machine interface {
+	Start(ctx context.Context, id string) error
+	Stop(ctx context.Context, id string) error
+	Processes(ctx context.Context, id string) ([]Process, error)
+	Signal(ctx context.Context, id string, pid int, sig syscall.Signal) error
+	Logs(ctx context.Context, id string, pid int, follow bool, w io.Writer) (*int, error)
+}
+
+// Process is one process of a sandbox.
+type Process struct {
+	PID  int `json:"pid"`
+	PPID int `json:"ppid,omitempty"`
+	// Name is the program's short name, Argv its command line.
+	Name string   `json:"name,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	UID  int      `json:"uid"`
+	// State is the kernel's one-letter state (R, S, D, Z, T…), or
+	// "exited" for a background command that ended.
+	State   string    `json:"state"`
+	Started time.Time `json:"started,omitzero"`
+	// Background marks a command started with ExecRequest.Background;
+	// ExitCode is its status once it exited.
+	Background bool `json:"background,omitempty"`
+	ExitCode   *int `json:"exit_code,omitempty"`
+}
+
 // Closer is an optional interface for providers that hold connections or
 // background work that must end when the program exits.
 type Closer interface {
@@ -138,6 +173,10 @@ type Spec struct {
 	Image string
 	// Resources asks for limits where supported.
 	Resources Resources
+	// AutoStop stops a sandbox after this long without an operation
+	// (providers implementing Machine); zero means the provider's
+	// default, a negative value never.
+	AutoStop time.Duration
 }
 
 // Network is the network mode of a sandbox or a command.
@@ -221,6 +260,15 @@ type ExecRequest struct {
 	Timeout time.Duration
 	// Network overrides the sandbox's network mode for this command.
 	Network Network
+	// Background starts the command detached and returns at once with
+	// its pid in ExecResult.PID (providers implementing Machine); its
+	// output is kept for Machine.Logs. Stdin, Stdout and Stderr are not
+	// used.
+	Background bool
+	// Session names a long-lived shell of the sandbox whose working
+	// directory and exported variables carry over from one command to
+	// the next (see SessionCommand).
+	Session string
 }
 
 // ExecResult is the outcome of a command that ran.
@@ -228,6 +276,8 @@ type ExecResult struct {
 	// ExitCode is the command's status: 0..255, or 128+signal when killed.
 	ExitCode int           `json:"exit_code"`
 	Duration time.Duration `json:"duration_ns"`
+	// PID is a background command's process id.
+	PID int `json:"pid,omitempty"`
 }
 
 // FileInfo describes one path in a sandbox.

@@ -271,9 +271,9 @@ func TestFailuresLeaveNothing(t *testing.T) {
 }
 
 // TestInterruptReusedSandbox interrupts an exec in a reused sandbox, which
-// runs through the sandbox's holder: the CLI exits 130, nothing the command
-// started survives, the sandbox stays (this run did not create it) and
-// works, and deleting it ends its holder.
+// runs in the sandbox's machine: the CLI exits 130, the command's process
+// group is killed, the sandbox stays (this run did not create it) and
+// works, and deleting it ends its machine.
 func TestInterruptReusedSandbox(t *testing.T) {
 	bin := buildBinary(t)
 	c := newRunner(t, bin)
@@ -283,17 +283,15 @@ func TestInterruptReusedSandbox(t *testing.T) {
 	}
 	id := strings.TrimSpace(string(out))
 	ws := filepath.Join(c.state, "sandbox", "local", id, "workspace")
-	for range 2 { // the second operation starts the holder
-		if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
-			t.Fatalf("exec: %v", err)
-		}
+	if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
+		t.Fatalf("exec: %v", err)
 	}
-	rec, err := os.ReadFile(filepath.Join(c.state, "sandbox", "local", id, "holder.pid"))
+	rec, err := os.ReadFile(filepath.Join(c.state, "sandbox", "local", id, "machine.pid"))
 	if err != nil {
-		t.Fatalf("no holder after two operations: %v", err)
+		t.Fatalf("no machine after create: %v", err)
 	}
-	var holder int
-	fmt.Sscan(string(rec), &holder)
+	var machine int
+	fmt.Sscan(string(rec), &machine)
 	cmd := c.command("--sandbox-id", id, "exec", "--", "sh", "-c",
 		"(sleep 2; touch /workspace/survived) & touch /workspace/busy; sleep 60")
 	if err := cmd.Start(); err != nil {
@@ -319,6 +317,6 @@ func TestInterruptReusedSandbox(t *testing.T) {
 	if err := c.command("delete", id).Run(); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	waitFor(t, "the holder to end", func() bool { return syscall.Kill(holder, 0) != nil })
+	waitFor(t, "the machine to end", func() bool { return syscall.Kill(machine, 0) != nil })
 	c.assertNoLeak()
 }

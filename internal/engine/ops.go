@@ -31,7 +31,17 @@ const previewLimit = 256 << 10
 const hashLimit = 64 << 20
 
 // Exec runs a command with the session's environment under the gate.
+//
+// A request naming a session (req.Session) runs in that shell session of
+// the sandbox: the gate decides on the command as given and only then runs
+// it through providers.SessionCommand. A bad session name is refused
+// before anyone is asked.
 func (s *Session) Exec(ctx context.Context, req providers.ExecRequest) (providers.ExecResult, error) {
+	if req.Session != "" {
+		if err := providers.ValidSessionName(req.Session); err != nil {
+			return providers.ExecResult{}, err
+		}
+	}
 	if len(s.env) > 0 {
 		env := maps.Clone(s.env)
 		maps.Copy(env, req.Env)

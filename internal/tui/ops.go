@@ -20,6 +20,11 @@ import (
 	"github.com/agentbox/sandbox/providers"
 )
 
+// shellSession is the sandbox shell session (providers.ExecRequest.Session)
+// every command typed in the TUI runs in, shell mode or !COMMAND: `cd` and
+// `export` carry over from one command to the next.
+const shellSession = "tui"
+
 // opResult is what an operation leaves in the scrollback when it ends.
 type opResult struct {
 	lines   []line
@@ -75,9 +80,10 @@ func (m *model) submit(text string) tea.Cmd {
 		sh := c.args[0]
 		return m.start("$ "+sh, func(ctx context.Context, id int) opResult {
 			res, err := s.Exec(ctx, providers.ExecRequest{
-				Shell:  sh,
-				Stdout: m.bridge.writer(id, streamStdout),
-				Stderr: m.bridge.writer(id, streamStderr),
+				Shell:   sh,
+				Session: shellSession,
+				Stdout:  m.bridge.writer(id, streamStdout),
+				Stderr:  m.bridge.writer(id, streamStderr),
 			})
 			if err != nil {
 				return opResult{err: err}

@@ -46,6 +46,14 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	if err := p.enter("Exec"); err != nil {
 		return providers.ExecResult{}, err
 	}
+	if req.Background {
+		return p.background(ctx, id, req)
+	}
+	return p.exec(ctx, id, req)
+}
+
+// exec runs a command in the foreground.
+func (p *Provider) exec(ctx context.Context, id string, req providers.ExecRequest) (providers.ExecResult, error) {
 	start := time.Now()
 	if (len(req.Argv) == 0) == (req.Shell == "") {
 		return providers.ExecResult{}, invalid("exec", "exactly one of Argv and Shell must be set")
@@ -55,6 +63,7 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	p.mu.Lock()
 	b, err := p.box(id, "exec")
 	if err == nil {
+		p.wake(b)
 		r.env = maps.Clone(b.env)
 		cwd := req.Cwd
 		if cwd == "" {
@@ -68,6 +77,9 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	}
 	p.mu.Unlock()
 	if err != nil {
+		return providers.ExecResult{}, err
+	}
+	if err := p.restoreSession(id, req.Session, req.Cwd != "", r); err != nil {
 		return providers.ExecResult{}, err
 	}
 	if r.env == nil {
@@ -111,6 +123,7 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 			break
 		}
 	}
+	p.saveSession(id, req.Session, r)
 	return providers.ExecResult{ExitCode: code, Duration: time.Since(start)}, nil
 }
 
@@ -205,6 +218,12 @@ func (r *run) builtin(words []string, stdout io.Writer) (code int, exit bool, er
 		return r.cat(args, stdout)
 	case "sleep":
 		return r.sleep(args)
+	case "cd":
+		return r.cd(args)
+	case "export":
+		return r.export(args)
+	case "unset":
+		return r.unset(args)
 	case "pwd":
 		_, _ = io.WriteString(stdout, r.cwd+"\n")
 		return 0, false, nil

@@ -22,6 +22,9 @@
 //	cat FILE…            print files (relative to the working directory)
 //	sleep DURATION       wait ("2", "0.5", "1500ms"); honours ctx and Timeout
 //	pwd                  print the working directory
+//	cd DIR               change the working directory of the rest of the command
+//	export NAME=VALUE…   set variables for the rest of the command
+//	unset NAME…          remove variables for the rest of the command
 //	env                  print the merged environment, sorted, KEY=VALUE
 //	fail-start           fail as if the sandbox could not start the command:
 //	                     a Go error matching providers.ErrUnavailable
@@ -33,6 +36,25 @@
 // variable expansion, and pipes, "&&", "||", "&" and "<" exit 2. When
 // Timeout elapses the error matches providers.ErrTimeout; when ctx is
 // cancelled it matches ctx.Err().
+//
+// # Machines
+//
+// The fake implements providers.Machine. A command run with
+// ExecRequest.Background runs in a goroutine, with no stdin, its stdout
+// and stderr kept in memory for Logs; it gets the next pid of its sandbox
+// (from 2; PID 1 is the machine's init, which Processes lists too). Signal
+// cancels it: it ends with status 128+signal. Stop ends every background
+// command the same way (SIGKILL), removes everything under /tmp and marks
+// the sandbox stopped: Processes lists nothing, Logs still reads what the
+// commands wrote, and the next Exec, file operation or Start starts it
+// again, forgetting the old commands.
+//
+// # Sessions
+//
+// The fake keeps ExecRequest.Session itself (providers.SessionKeeper): a
+// command of a session starts with the environment and working directory
+// the session's previous command ended with (the directory only when the
+// request sets no Cwd and it still exists), the request's Env on top.
 //
 // # Test hooks
 //
@@ -90,6 +112,7 @@ type Provider struct {
 var (
 	_ providers.Provider = (*Provider)(nil)
 	_ providers.Grepper  = (*Provider)(nil)
+	_ providers.Machine  = (*Provider)(nil)
 	_ archive.Symlinker  = (*Provider)(nil)
 )
 
@@ -99,6 +122,11 @@ type box struct {
 	info  providers.Info
 	env   map[string]string
 	files map[string]*entry
+	// sessions are the named shell sessions (ExecRequest.Session).
+	sessions map[string]*session
+	// procs are the background commands since the last start, by pid.
+	procs   map[int]*proc
+	lastPID int
 }
 
 // entry is one path of a virtual filesystem. data is never modified in
@@ -253,6 +281,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if _, err := p.box(id, "delete"); err != nil {
 		return err
 	}
+	p.killAll(p.boxes[id])
 	delete(p.boxes, id)
 	return nil
 }

@@ -9,29 +9,39 @@ import (
 	"github.com/agentbox/sandbox/providers"
 )
 
-// BenchmarkExecTrue measures one `true` in a reused sandbox, through its
-// holder: handing the operation to a prepared init, the command's fork,
-// exec and reaping (the next init is prepared after each operation, on the
-// clock too when operations follow each other this closely).
+// BenchmarkExecTrue measures one `true` in a running sandbox: handing the
+// operation to a prepared runner of its machine, the command's fork, exec
+// and reaping (the next runner is prepared after each operation starts,
+// on the clock too when operations follow each other this closely).
 func BenchmarkExecTrue(b *testing.B) {
-	benchExecTrue(b, false)
-}
-
-// BenchmarkExecTrueCold measures one `true` in a cold init, the path of a
-// sandbox's first operation: the whole re-exec, namespaces, mounts, pivot,
-// Landlock and reaping.
-func BenchmarkExecTrueCold(b *testing.B) {
-	benchExecTrue(b, true)
-}
-
-func benchExecTrue(b *testing.B, cold bool) {
 	p := newTestProvider(b)
-	p.coldOnly = cold
 	id := newSandbox(b, p, providers.Spec{})
 	ctx := context.Background()
 	req := providers.ExecRequest{Argv: []string{"true"}}
 	b.ResetTimer()
 	for b.Loop() {
+		res, err := p.Exec(ctx, id, req)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %v, %d", err, res.ExitCode)
+		}
+	}
+}
+
+// BenchmarkStartExec measures the first command of a stopped sandbox: the
+// machine's start (namespaces, mounts, pivot, Landlock, its first runner)
+// and the command.
+func BenchmarkStartExec(b *testing.B) {
+	p := newTestProvider(b)
+	id := newSandbox(b, p, providers.Spec{})
+	ctx := context.Background()
+	req := providers.ExecRequest{Argv: []string{"true"}}
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		if err := p.Stop(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 		res, err := p.Exec(ctx, id, req)
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("exec: %v, %d", err, res.ExitCode)

@@ -326,100 +326,6 @@ func (c cgroups) dirOf(ctl, name string) string {
 	return filepath.Join(c.v2Parent, cgroupParent+"-"+name)
 }
 
-// poolPrefix starts the names of the cgroups pooled inits wait in.
-const poolPrefix = "pool-"
-
-// placePooled moves the pooled init pid into cgroups of its own, in every
-// controller a sandbox's limits may use, with no limits yet. A move
-// between cgroups waits for an RCU grace period (5 to 20 ms on a busy
-// two-core host; see prewarm): done here, in the background of the
-// command that wanted the init, it is not paid by the command that takes
-// it, which only writes its sandbox's limits (limitPooled). It reports
-// whether the init was placed.
-func (c cgroups) placePooled(pid int) bool {
-	if c.kind == cgroupNone || c.enableDelegated() != nil {
-		return false
-	}
-	set := &cgroupSet{}
-	for _, d := range c.pooledDirs(pid) {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			set.remove()
-			return false
-		}
-		set.dirs = append(set.dirs, d)
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			set.remove()
-			return false
-		}
-	}
-	return len(set.dirs) > 0
-}
-
-// pooledDirs are the directories of the cgroups of the pooled init pid, one
-// per controller available (v2: one for all).
-func (c cgroups) pooledDirs(pid int) []string {
-	name := poolPrefix + strconv.Itoa(pid)
-	var dirs []string
-	for _, ctl := range cgroupControllers {
-		if d := c.dirOf(ctl, name); c.controllers[ctl] && !slices.Contains(dirs, d) {
-			dirs = append(dirs, d)
-		}
-	}
-	return dirs
-}
-
-// limitPooled writes the limits of a command with the resources res into
-// the cgroups the pooled init pid waits in. It reports false, having
-// written nothing, when the init is not in all of them (its starter could
-// not place it): the caller then moves it (enter).
-func (c cgroups) limitPooled(pid int, res providers.Resources) (bool, error) {
-	files := c.limitFiles(res)
-	if len(files) == 0 {
-		return true, nil
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return false, nil
-	}
-	name := poolPrefix + strconv.Itoa(pid)
-	for _, f := range files {
-		if !inCgroup(string(b), c.kind, f.ctl, filepath.Base(c.dirOf(f.ctl, name))) {
-			return false, nil
-		}
-	}
-	for _, f := range files {
-		err := os.WriteFile(filepath.Join(c.dirOf(f.ctl, name), f.name), []byte(f.val), 0o644)
-		if err != nil && !(f.name == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
-			return true, fmt.Errorf("cgroup %s: %w", f.name, err)
-		}
-	}
-	return true, nil
-}
-
-// inCgroup says whether the /proc/<pid>/cgroup text self puts the process,
-// for controller ctl, in a cgroup whose directory is named base.
-func inCgroup(self string, kind cgroupKind, ctl, base string) bool {
-	for _, line := range strings.Split(self, "\n") {
-		// hierarchy-id:controllers:path
-		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
-		if len(f) != 3 || filepath.Base(f[2]) != base {
-			continue
-		}
-		if kind == cgroupV2 && f[0] == "0" || kind == cgroupV1 && slices.Contains(strings.Split(f[1], ","), ctl) {
-			return true
-		}
-	}
-	return false
-}
-
-// removePooled deletes the cgroups of the pooled init pid, once it has
-// exited (see removeDirs).
-func (c cgroups) removePooled(pid int) {
-	if c.kind != cgroupNone {
-		removeDirs(c.pooledDirs(pid))
-	}
-}
-
 // cgroupFile is one limit to write.
 type cgroupFile struct{ ctl, name, val string }
 
@@ -490,7 +396,7 @@ func removeDirs(dirs []string) {
 // the kernel may take a moment to release a cgroup: it retries briefly.
 // It then removes every other empty one: a sandbox deleted while its last
 // command was still being torn down, or removed by hand, left its cgroups
-// behind, as did a pooled init whose command was killed. The kernel
+// behind, The kernel
 // refuses to remove a cgroup in use, and an idle one of a live sandbox is
 // simply made again by its next command.
 func (c cgroups) removeSandbox(id string) {
@@ -500,11 +406,11 @@ func (c cgroups) removeSandbox(id string) {
 		for _, ctl := range cgroupControllers {
 			dir := filepath.Join(c.root, ctl, cgroupParent)
 			mine = append(mine, filepath.Join(dir, id+"-*"))
-			all = append(all, filepath.Join(dir, "sb-*"), filepath.Join(dir, poolPrefix+"*"))
+			all = append(all, filepath.Join(dir, "sb-*"))
 		}
 	case cgroupV2:
 		mine = append(mine, filepath.Join(c.v2Parent, cgroupParent+"-"+id+"-*"))
-		all = append(all, filepath.Join(c.v2Parent, cgroupParent+"-sb-*"), filepath.Join(c.v2Parent, cgroupParent+"-"+poolPrefix+"*"))
+		all = append(all, filepath.Join(c.v2Parent, cgroupParent+"-sb-*"))
 	}
 	for _, p := range mine {
 		dirs, _ := filepath.Glob(p)

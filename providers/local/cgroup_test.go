@@ -181,11 +181,9 @@ func TestLimitsFor(t *testing.T) {
 }
 
 // TestCgroupsReal checks, where this process may manage cgroups (root in
-// CI), that a command runs in its sandbox's cgroup with the limits asked
-// for, both as the sandbox's first operation (a cold init, in its slot's
-// cgroup) and in a reused sandbox (through its holder, whose cgroup every
-// operation it runs is born in), and that deleting the sandbox removes its
-// cgroups.
+// CI), that every process of a sandbox (its init, its commands, its file
+// operations) runs in the sandbox's one cgroup with the limits asked for,
+// and that deleting the sandbox removes its cgroups.
 func TestCgroupsReal(t *testing.T) {
 	p := newTestProvider(t)
 	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
@@ -204,31 +202,21 @@ func TestCgroupsReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first (cold) command starts only once its init is in its
-	// cgroups, which the host sets up while the init builds its root.
-	got := mustRun(t, p, info.ID, "cat /proc/self/cgroup")
-	if !strings.Contains(got, info.ID+"-0") {
-		t.Errorf("/proc/self/cgroup in the sandbox:\n%s\nwant the sandbox's own cgroup", got)
-	}
-	// The second operation, and a file operation, run through the
-	// holder, in its cgroup.
+	want := info.ID + "-" + machineCgroup
 	for range 2 {
-		got = mustRun(t, p, info.ID, "cat /proc/self/cgroup; cat /proc/1/cgroup")
-		if n := strings.Count(got, info.ID+"-"+holderCgroup); n < 2 {
-			t.Errorf("/proc/self/cgroup and /proc/1/cgroup in a reused sandbox:\n%s\nwant the holder's cgroup for the command and its spare", got)
+		got := mustRun(t, p, info.ID, "cat /proc/self/cgroup; cat /proc/1/cgroup")
+		if n := strings.Count(got, want); n < 2 {
+			t.Errorf("/proc/self/cgroup and /proc/1/cgroup:\n%s\nwant the machine's cgroup for the command and the init", got)
 		}
 	}
 	if rc, err := p.ReadFile(context.Background(), info.ID, "/proc/self/cgroup"); err != nil {
-		t.Errorf("file operation through the holder: %v", err)
+		t.Errorf("file operation: %v", err)
 	} else {
 		b, _ := io.ReadAll(rc)
 		rc.Close()
-		if !strings.Contains(string(b), info.ID+"-"+holderCgroup) {
-			t.Errorf("/proc/self/cgroup read by a file operation through the holder:\n%s\nwant the holder's cgroup", b)
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/proc/self/cgroup read by a file operation:\n%s\nwant the machine's cgroup", b)
 		}
-	}
-	if _, alive := liveHolder(filepath.Join(p.dir, info.ID)); !alive {
-		t.Errorf("no holder after the second operation")
 	}
 	var pattern string
 	if p.cg.kind == cgroupV1 {
@@ -237,11 +225,8 @@ func TestCgroupsReal(t *testing.T) {
 		pattern = filepath.Join(p.cg.v2Parent, cgroupParent+"-"+info.ID+"-*")
 	}
 	dirs, _ := filepath.Glob(pattern)
-	// The first command's slot cgroup is idle now: a delete of another
-	// sandbox running in parallel may sweep it (see removeSandbox). The
-	// holder's is in use and must be there.
-	if len(dirs) == 0 || !strings.HasSuffix(dirs[len(dirs)-1], info.ID+"-"+holderCgroup) || len(dirs) > 2 {
-		t.Errorf("cgroups %v, want the holder's (and the first command's slot's, unless swept)", dirs)
+	if len(dirs) != 1 || !strings.HasSuffix(dirs[0], want) {
+		t.Errorf("cgroups %v, want the machine's alone", dirs)
 	}
 	for _, d := range dirs {
 		if got := readCg(t, filepath.Join(d, "pids.max")); got != "77\n" {

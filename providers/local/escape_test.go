@@ -252,21 +252,27 @@ func escapeCases() []escapeCase {
 	return []escapeCase{
 		// Filesystem, from inside.
 		{id: 1, name: "write-host-paths",
-			// Chosen differently: root writes into the sandbox's own
-			// layer (installs persist there). An unprivileged user
-			// owns the top of each layer, so it may create files
-			// directly in /etc, /usr or /opt, but nothing below the
-			// host's root-owned directories (overlayfs cannot copy
-			// them up). Nobody reaches the host.
+			// Chosen differently: the sandbox is a machine whose
+			// whole root is its own writable layer; root writes into
+			// it (installs persist there). An unprivileged user owns
+			// the root and the top of each layer, so it may create
+			// files directly in /, /etc, /usr or /opt, but nothing
+			// below the host's root-owned directories (overlayfs
+			// cannot copy them up). /sys is not there to write into,
+			// nor /home for root (its HOME is /root; a user's home
+			// is under /home). Nobody reaches the host.
 			shell:    `for d in /etc /usr /usr/local /var/tmp /opt / /home /sys; do if (echo x > $d/w$T) 2>/dev/null; then echo "$d layer"; else echo "$d denied"; fi; done`,
-			want:     "/etc layer\n/usr layer\n/usr/local denied\n/var/tmp denied\n/opt layer\n/ denied\n/home denied\n/sys denied\n",
-			wantRoot: "/etc layer\n/usr layer\n/usr/local layer\n/var/tmp layer\n/opt layer\n/ denied\n/home denied\n/sys denied\n",
+			want:     "/etc layer\n/usr layer\n/usr/local denied\n/var/tmp denied\n/opt layer\n/ layer\n/home layer\n/sys denied\n",
+			wantRoot: "/etc layer\n/usr layer\n/usr/local layer\n/var/tmp layer\n/opt layer\n/ layer\n/home denied\n/sys denied\n",
 			check: func(t *testing.T, e *escapeEnv, id, tok string) {
 				// What was written is in the sandbox's upper layer.
-				for _, p := range []string{"etc", "usr", "opt"} {
+				for _, p := range []string{"etc", "usr", "opt", rootLayerName} {
 					if _, err := os.Lstat(filepath.Join(e.p.dir, id, upperDir, p, "w"+tok)); err != nil {
 						t.Errorf("write to /%s is not in the sandbox's layer: %v", p, err)
 					}
+				}
+				if _, err := os.Lstat("/w" + tok); err == nil {
+					t.Errorf("a write to the sandbox's / reached the host's")
 				}
 			}},
 		{id: 2, name: "write-workspace",
@@ -277,10 +283,20 @@ func escapeCases() []escapeCase {
 				}
 			}},
 		{id: 3, name: "tmp-private",
+			// Chosen differently: /tmp is the machine's, kept from one
+			// command to the next and cleared when it stops (a
+			// reboot); never the host's.
 			shell: `echo x > /tmp/t$T && cat /tmp/t$T`, want: "x\n",
 			check: func(t *testing.T, e *escapeEnv, id, tok string) {
+				if _, err := os.Lstat("/tmp/t" + tok); err == nil {
+					t.Errorf("the sandbox's /tmp is the host's")
+				}
+				if r := e.runRow(t, id, tok, `test -e /tmp/t$T && echo kept || echo gone`); r.stdout != "kept\n" {
+					t.Errorf("/tmp after the exec: %q, want kept", r.stdout)
+				}
+				stopSandbox(t, e.p, id)
 				if r := e.runRow(t, id, tok, `test -e /tmp/t$T && echo kept || echo gone`); r.stdout != "gone\n" {
-					t.Errorf("/tmp after the exec: %q, want gone", r.stdout)
+					t.Errorf("/tmp after a stop: %q, want gone", r.stdout)
 				}
 			}},
 		{id: 4, name: "dev-minimal",
@@ -288,9 +304,15 @@ func escapeCases() []escapeCase {
 			want:  "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero "},
 		{id: 5, name: "symlink-write-out",
 			shell: `ln -s /w$T /workspace/l$T && ` + denyShell(`echo x > /workspace/l$T`) + `; ln -s /etc/passwd /workspace/p$T && ` + denyShell(`echo x >> /workspace/p$T`),
-			// Root may append to its own layer's copy of /etc/passwd;
-			// the host's is watched.
-			want: "denied\ndenied\n", wantRoot: "denied\nallowed\n"},
+			// The link's target is the sandbox's own /, never the
+			// host's (checked); root may append to its own layer's
+			// copy of /etc/passwd; the host's is watched.
+			want: "allowed\ndenied\n", wantRoot: "allowed\nallowed\n",
+			check: func(t *testing.T, e *escapeEnv, id, tok string) {
+				if _, err := os.Lstat("/w" + tok); err == nil {
+					t.Errorf("a write through a link to / reached the host's /")
+				}
+			}},
 		{id: 6, name: "hardlink-host-file",
 			shell: denyShell(`ln /etc/passwd /workspace/h$T`) + "; " + denyShell(`ln /usr/bin/true /workspace/h2$T`), want: "denied\ndenied\n"},
 		{id: 7, name: "mknod-and-setuid",
@@ -331,9 +353,11 @@ func escapeCases() []escapeCase {
 		{id: 10, name: "masked-not-scratch", own: true,
 			// Root's /etc/gshadow is its own sanitized copy: writing it
 			// changes the sandbox's layer only (the host's is watched).
-			shell:    denyShell(`echo x >> /etc/gshadow`) + "; " + denyShell(`mkdir /sys`) + "; " + denyShell(`touch /proc/x$T`) + "; " + denyShell(`touch /home/x$T`),
+			// /proc and /dev are read-only mounts; the rest of the
+			// root is the sandbox's own (row 1).
+			shell:    denyShell(`echo x >> /etc/gshadow`) + "; " + denyShell(`touch /proc/x$T`) + "; " + denyShell(`touch /dev/x$T`) + "; " + denyShell(`echo x > /etc/shadow`),
 			want:     "denied\ndenied\ndenied\ndenied\n",
-			wantRoot: "allowed\ndenied\ndenied\ndenied\n"},
+			wantRoot: "allowed\ndenied\ndenied\nallowed\n"},
 		{id: 11, name: "proc-writes",
 			shell: denyShell(`echo x > /proc/self/comm`) + "; " + denyShell(`echo 1 > /proc/sys/kernel/ns_last_pid`) + "; " + denyShell(`echo sbx > /proc/sys/kernel/hostname`) + "; " + denyShell(`echo 0 > /proc/self/oom_score_adj`),
 			want:  "denied\ndenied\ndenied\ndenied\n"},
@@ -539,8 +563,12 @@ func checkSymlinkSwap(t *testing.T, e *escapeEnv, id, tok string) {
 	}
 	cancel()
 	<-done
-	if r := e.runRow(t, id, tok, `ls / | grep -c $T`); r.stdout != "0\n" {
-		t.Errorf("the upload landed in the sandbox's /: %q", r.stdout)
+	// Through the swapped link, the writes may land in the sandbox's
+	// own root (it is writable), never in the host's.
+	for _, name := range []string{"f" + tok, "w" + tok} {
+		if _, err := os.Lstat("/" + name); err == nil {
+			t.Errorf("the upload landed in the host's /: %s", name)
+		}
 	}
 }
 
@@ -605,14 +633,49 @@ func checkDeleteLinks(t *testing.T, e *escapeEnv, id, tok string) {
 	}
 }
 
-// checkBackgroundReaped (#21): background, setsid'd, nohup'd and
-// double-forked children are gone once exec returns.
+// checkBackgroundReaped (#21, chosen differently: the sandbox is a
+// machine): background, setsid'd, nohup'd and double-forked children live
+// on after their exec, inside the sandbox's cgroups, and are gone once it
+// stops.
 func checkBackgroundReaped(t *testing.T, e *escapeEnv, id, tok string) {
 	r := e.runRow(t, id, tok, "setsid sh -c '"+waitForGo+"; touch /workspace/a' >/dev/null 2>&1 & nohup sh -c '"+waitForGo+"; touch /workspace/b' >/dev/null 2>&1 & (sh -c '"+waitForGo+"; touch /workspace/c' &) ; sh -c '"+waitForGo+"; touch /workspace/d' >/dev/null 2>&1 & exit 0")
 	if r.err != nil || r.code != 0 {
 		t.Fatalf("exec: %+v", r)
 	}
+	if r := e.runRow(t, id, tok, "ps -eo args | grep -c '[w]orkspace/go'"); strings.TrimSpace(r.stdout) != "4" {
+		t.Errorf("background processes after their exec: %q, want 4", r.stdout)
+	}
+	stopSandbox(t, e.p, id)
 	assertNoneSurvived(t, e.p, id, "a", "b", "c", "d")
+	assertNoProcess(t, e.p, id)
+}
+
+// assertNoProcess fails if a process of the host still runs in sandbox
+// id's directory's machine: none may outlive a stop or a delete.
+func assertNoProcess(t *testing.T, p *Provider, id string) {
+	t.Helper()
+	if _, alive := liveMachine(filepath.Join(p.dir, id)); alive {
+		t.Errorf("sandbox %s's machine still runs", id)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if strings.Contains(string(b), "/workspace/go") && strings.Contains(string(b), "touch /workspace/") {
+			// A test's own marker loop in another sandbox may run:
+			// only this sandbox's cgroups are checked below.
+			continue
+		}
+	}
+	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
+		return
+	}
+	dir := p.cg.dirOf("pids", id+"-"+machineCgroup)
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil && strings.TrimSpace(string(b)) != "" {
+		t.Errorf("processes left in sandbox %s's cgroup: %q", id, b)
+	}
 }
 
 // helperEnvVar makes TestEscapeHelperProcess run one long exec (#22).
@@ -630,7 +693,7 @@ func TestEscapeHelperProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = p.Exec(context.Background(), id, providers.ExecRequest{Shell: "setsid sh -c '" + waitForGo + "; touch /workspace/cli' >/dev/null 2>&1 & touch /workspace/started; sleep 60"})
+	_, _ = p.Exec(context.Background(), id, providers.ExecRequest{Shell: "sh -c '" + waitForGo + "; touch /workspace/cli' >/dev/null 2>&1 & touch /workspace/started; sleep 60"})
 }
 
 // startHelper starts the test binary as TestEscapeHelperProcess on sandbox
@@ -664,24 +727,44 @@ func waitStarted(p *Provider, id string) bool {
 	}
 }
 
-// checkKillTree (#22): SIGKILL of the CLI (a process running Exec) and
-// the provider's own kill of the init (a timeout) leave nothing running.
+// checkKillTree (#22): SIGKILL of the CLI (a process running Exec) and a
+// timeout kill the command's process group (the machine lives on); a
+// SIGKILL of the machine's init from the host ends every process of the
+// sandbox, and the next operation starts it again with its files.
 func checkKillTree(t *testing.T, e *escapeEnv, id, tok string) {
 	cmd := startHelper(t, e.p, id)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	// Within a second nothing of the sandbox may still run: the init
-	// dies with its starter (Pdeathsig) and takes the PID namespace.
-	time.Sleep(time.Second)
+	time.Sleep(500 * time.Millisecond)
 	assertNoneSurvived(t, e.p, id, "cli")
 	if err := os.Remove(workspaceFile(e.p, id, "go")); err != nil {
 		t.Fatal(err)
 	}
-	r := e.runRow(t, id, tok, "setsid sh -c '"+waitForGo+"; touch /workspace/timeout' >/dev/null 2>&1 & sleep 60", func(r *providers.ExecRequest) { r.Timeout = time.Second })
+	r := e.runRow(t, id, tok, "sh -c '"+waitForGo+"; touch /workspace/timeout' >/dev/null 2>&1 & sleep 60", func(r *providers.ExecRequest) { r.Timeout = time.Second })
 	if !errors.Is(r.err, providers.ErrTimeout) {
 		t.Fatalf("exec with a timeout: %v", r.err)
 	}
 	assertNoneSurvived(t, e.p, id, "timeout")
+	if err := os.Remove(workspaceFile(e.p, id, "go")); err != nil {
+		t.Fatal(err)
+	}
+	// The init, killed from the host, takes everything with it.
+	e.runRow(t, id, tok, "setsid sh -c '"+waitForGo+"; touch /workspace/init' >/dev/null 2>&1 & echo kept > /workspace/k$T")
+	rec, alive := liveMachine(filepath.Join(e.p.dir, id))
+	if !alive {
+		t.Fatal("no machine runs")
+	}
+	if err := syscall.Kill(rec.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	assertNoneSurvived(t, e.p, id, "init")
+	if r := e.runRow(t, id, tok, "cat /workspace/k$T"); r.stdout != "kept\n" {
+		t.Errorf("after the init was killed: %q (err %v), want the files intact", r.stdout, r.err)
+	}
+	if note := e.p.TakeNote(id); !strings.Contains(note, "started again") {
+		t.Errorf("no note of the restart after a killed init: %q", note)
+	}
 }
 
 // checkExitStatus (#24): statuses pass through; 127 differs from a sandbox
@@ -713,17 +796,16 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 	}
 	t.Cleanup(func() { _ = e.p.Delete(context.Background(), info.ID) })
 	e.installProbe(t, info.ID)
-	// The first operation runs in a cold init, the next ones through the
-	// sandbox's holder: the limit must hold on both paths.
-	for _, path := range []string{"first operation", "through the holder"} {
-		if r := e.runRow(t, info.ID, tok, `$P procs 500`); r.err != nil || !withinCount(r.stdout, 40, 64) {
+	// The limit holds for the whole machine (its init and runners count
+	// too), for every operation, whatever ran before.
+	for _, path := range []string{"first operation", "second operation"} {
+		if r := e.runRow(t, info.ID, tok, `$P procs 500`); r.err != nil || !withinCount(r.stdout, 20, 64) {
 			t.Errorf("pids 64, %s: started %q (err %v, stderr %q)", path, r.stdout, r.err, r.stderr)
 		}
 	}
-	assertHolder(t, e.p, info.ID)
-	// A real fork bomb, ended by a timeout, in a reused sandbox (through
-	// its holder) and as a fresh sandbox's first operation; meanwhile the
-	// host forks.
+	assertMachine(t, e.p, info.ID)
+	// A real fork bomb, ended by a timeout, in a reused sandbox and as a
+	// fresh sandbox's first operation; meanwhile the host forks.
 	fresh, err := e.p.Create(ctx, providers.Spec{Resources: providers.Resources{Pids: 64}})
 	if err != nil {
 		t.Fatalf("create with pids 64: %v", err)
@@ -763,14 +845,13 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 		}
 		t.Cleanup(func() { _ = e.p.Delete(context.Background(), info.ID) })
 		e.installProbe(t, info.ID)
-		// Cold (first operation), then through the holder.
-		for _, path := range []string{"first operation", "through the holder"} {
+		for _, path := range []string{"first operation", "second operation"} {
 			r := e.runRow(t, info.ID, tok, `$P hog 1024`)
 			if r.err != nil || strings.Contains(r.stdout, "ok") || (r.code != 137 && !strings.Contains(r.stdout, "denied")) {
 				t.Errorf("memory hog under a 128 MiB limit, %s: %q, exit %d, err %v", path, r.stdout, r.code, r.err)
 			}
 		}
-		assertHolder(t, e.p, info.ID)
+		assertMachine(t, e.p, info.ID)
 		// /tmp is sized to the limit as well.
 		if r := e.runRow(t, info.ID, tok, denyShell(`fallocate -l 200M /tmp/fill`)); r.stdout != "denied\n" {
 			t.Errorf("/tmp beyond half the memory limit: %q", r.stdout)
@@ -808,12 +889,11 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 	}
 }
 
-// assertHolder fails unless sandbox id has a live holder, i.e. its
-// operations after the first ran through it.
-func assertHolder(t *testing.T, p *Provider, id string) {
+// assertMachine fails unless sandbox id's machine runs.
+func assertMachine(t *testing.T, p *Provider, id string) {
 	t.Helper()
-	if _, alive := liveHolder(filepath.Join(p.dir, id)); !alive {
-		t.Errorf("sandbox %s has no holder: its later operations did not run through one", id)
+	if _, alive := liveMachine(filepath.Join(p.dir, id)); !alive {
+		t.Errorf("sandbox %s has no running machine", id)
 	}
 }
 

@@ -34,11 +34,21 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
 		defer cancel()
 	}
-	pr, err := p.launch(dir, id, cfg, shared, initStdio{stdin: req.Stdin, stdout: req.Stdout, stderr: req.Stderr})
+	stdio := initStdio{stdin: req.Stdin, stdout: req.Stdout, stderr: req.Stderr}
+	if req.Background {
+		if p.weak {
+			return providers.ExecResult{}, providers.Errorf(providers.ErrUnsupported, Name, "exec", "background commands need the sandbox's machine, which the weak mode (%s=1) has not", weakEnvVar)
+		}
+		cfg.Background = true
+		stdio = initStdio{}
+	}
+	pr, err := p.launch(dir, id, cfg, machineRequest{Shared: shared, Background: req.Background}, stdio)
 	if err != nil {
 		return providers.ExecResult{}, err
 	}
-	pr.closeCtl(false)
+	if p.weak {
+		pr.closeCtl(false)
+	}
 	if pr.stdinW != nil {
 		go feed(pr.stdinW, req.Stdin)
 	}
@@ -47,6 +57,16 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	stop()
 	res := providers.ExecResult{Duration: time.Since(start)}
 	switch {
+	case got && last.PID != 0:
+		res.PID = last.PID
+		return res, nil
+	case runCtx.Err() != nil:
+		// The command's process group was killed (its status says
+		// so); the machine lives on.
+		if ctx.Err() == nil {
+			return res, ctxErr("exec in "+id, runCtx, req.Timeout)
+		}
+		return res, ctxErr("exec in "+id, ctx, 0)
 	case got && last.Exit != nil:
 		res.ExitCode = *last.Exit
 		return res, nil
@@ -54,11 +74,6 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 		return res, setupErr(id, last)
 	case got && last.Err != "":
 		return res, errorOf("exec in "+id, last)
-	case runCtx.Err() != nil:
-		if ctx.Err() == nil {
-			return res, ctxErr("exec in "+id, runCtx, req.Timeout)
-		}
-		return res, ctxErr("exec in "+id, ctx, 0)
 	}
 	return res, pr.initDied()
 }

@@ -148,12 +148,16 @@ func workspaceFile(p *Provider, id, name string) string {
 	return filepath.Join(p.dir, id, workspaceDir, name)
 }
 
-func TestExecTimeoutKillsTree(t *testing.T) {
+// TestExecTimeoutKillsProcessGroup: a timeout kills the command's process
+// group (its background children, nohup or not), not the machine: a
+// process that left the group (setsid) lives on, and the next command
+// runs.
+func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
 	start := time.Now()
-	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/escaped' & nohup sh -c '"+waitForGo+"; touch /workspace/nohup' >/dev/null 2>&1 & touch /workspace/started; sleep 30",
+	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/escaped' >/dev/null 2>&1 & nohup sh -c '"+waitForGo+"; touch /workspace/nohup' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) & touch /workspace/started; sleep 30",
 		func(r *providers.ExecRequest) { r.Timeout = 1500 * time.Millisecond })
 	if !errors.Is(r.err, providers.ErrTimeout) || !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("Exec = %v, want ErrTimeout", r.err)
@@ -164,18 +168,47 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	if _, err := os.Lstat(workspaceFile(p, id, "started")); err != nil {
 		t.Fatalf("the command never ran before the timeout: %v", err)
 	}
-	assertNoneSurvived(t, p, id, "escaped", "nohup")
+	assertNoneSurvived(t, p, id, "nohup", "sub")
+	if _, err := os.Lstat(workspaceFile(p, id, "escaped")); err != nil {
+		t.Errorf("a process that left the command's group did not live on: %v", err)
+	}
+	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
+		t.Errorf("the command after a timeout: %q", got)
+	}
 }
 
-func TestExecExitKillsBackground(t *testing.T) {
+// TestBackgroundSurvivesExec: what a command starts in the background
+// (with &, nohup, setsid, a double fork) keeps running after the command
+// returned, sees the files of later commands, and is visible to them.
+func TestBackgroundSurvivesExec(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/left' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) >/dev/null 2>&1 & exit 0")
-	if r.err != nil || r.code != 0 {
+	start := time.Now()
+	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/left' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) & nohup sh -c '"+waitForGo+"; touch /workspace/nohup' & (sh -c '"+waitForGo+"; touch /workspace/daemon' &) ; echo started")
+	if r.err != nil || r.code != 0 || r.stdout != "started\n" {
 		t.Fatalf("exec: %+v", r)
 	}
-	assertNoneSurvived(t, p, id, "left", "sub")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("exec waited %v for its background children", d)
+	}
+	if got := mustRun(t, p, id, "ps -eo args | grep -c '[w]orkspace/go'"); strings.TrimSpace(got) != "4" {
+		t.Errorf("background processes seen by the next command: %q, want 4", got)
+	}
+	mustRun(t, p, id, "touch /workspace/go")
+	deadline := time.Now().Add(5 * time.Second)
+	for _, name := range []string{"left", "sub", "nohup", "daemon"} {
+		for {
+			if _, err := os.Lstat(workspaceFile(p, id, name)); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the background process %s did not survive its exec", name)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // waitForGo is a shell loop that blocks until /workspace/go exists: the
@@ -290,7 +323,8 @@ func TestIsolationView(t *testing.T) {
 		{"fds", "ls /proc/self/fd | tr '\\n' ' '", "0 1 2 3 "},
 		{"init-exe", "cat /proc/1/environ >/dev/null 2>&1 && echo open || echo denied", "denied\n"},
 		{"landlock-proc", "(echo x > /proc/self/comm) 2>/dev/null && echo written || echo denied", "denied\n"},
-		{"root-readonly", "(touch /newfile) 2>/dev/null && echo written || echo denied", "denied\n"},
+		{"root-writable", "(touch /newfile && mkdir -p /srv/app /home/user) 2>/dev/null && echo written || echo denied", "written\n"},
+		{"proc-readonly", "(echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null && echo written || echo denied", "denied\n"},
 		{"mount", "(mount -t tmpfs none /tmp) 2>/dev/null && echo mounted || echo denied", "denied\n"},
 		{"no-tty", "(: > /dev/tty) 2>/dev/null && echo tty || echo none", "none\n"},
 		{"tmp-writable", "echo x > /tmp/f && cat /tmp/f", "x\n"},
@@ -312,8 +346,8 @@ func TestIsolationView(t *testing.T) {
 		if _, err := os.Stat("/tmp/sandbox-private-" + id); err == nil {
 			t.Error("sandbox /tmp reached the host")
 		}
-		if r := run(t, p, id, "test -e /tmp/sandbox-private-"+id); r.code == 0 {
-			t.Error("/tmp survived into the next exec")
+		if r := run(t, p, id, "test -e /tmp/sandbox-private-"+id); r.code != 0 {
+			t.Error("/tmp did not persist into the next exec")
 		}
 	})
 	t.Run("home-persists", func(t *testing.T) {

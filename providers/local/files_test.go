@@ -687,7 +687,7 @@ func TestReaperLeavesStuckTrees(t *testing.T) {
 	setImmutable(t, stuck, true)
 	defer setImmutable(t, stuck, false)
 	done := make(chan int, 1)
-	go func() { done <- runReaper(trash, nil) }()
+	go func() { done <- runReaper(trash) }()
 	select {
 	case code := <-done:
 		if code != 0 {
@@ -725,7 +725,7 @@ func setImmutable(t *testing.T, name string, on bool) {
 }
 
 // TestDownloadFileDirect: DownloadFile copies a sandbox file into a host
-// file, from the host file's offset, in a cold init and through a holder;
+// file, from the host file's offset, in a stopped and a running sandbox;
 // it reads inside the sandbox's view (a link to a host file the sandbox
 // does not see finds nothing) and refuses a directory.
 func TestDownloadFileDirect(t *testing.T) {
@@ -739,10 +739,12 @@ func TestDownloadFileDirect(t *testing.T) {
 	want = append(want, "tail\n"...)
 	for _, cold := range []bool{true, false} {
 		p := newTestProvider(t)
-		p.coldOnly = cold
 		id := newSandbox(t, p, providers.Spec{})
 		if err := p.WriteFile(ctx, id, "/workspace/f.bin", bytes.NewReader(want), 0o644); err != nil {
 			t.Fatal(err)
+		}
+		if cold {
+			stopSandbox(t, p, id)
 		}
 		mustRun(t, p, id, "ln -s "+secret+" /workspace/link")
 		dst, err := os.Create(filepath.Join(t.TempDir(), "out"))
@@ -765,15 +767,13 @@ func TestDownloadFileDirect(t *testing.T) {
 			t.Errorf("cold %v: DownloadFile of a directory succeeded", cold)
 		}
 		dst.Close()
-		if !cold {
-			assertHolder(t, p, id)
-		}
+		assertMachine(t, p, id)
 	}
 }
 
 // TestUploadFileDirect: UploadFile copies a host file, from its offset,
-// into the sandbox with its mode and time, in a cold init and through a
-// holder, creating the parents and leaving no temporary file; a link
+// into the sandbox with its mode and time, in a stopped and a running
+// sandbox, creating the parents and leaving no temporary file; a link
 // planted in the workspace resolves inside the sandbox's view.
 func TestUploadFileDirect(t *testing.T) {
 	t.Parallel()
@@ -790,9 +790,11 @@ func TestUploadFileDirect(t *testing.T) {
 	mtime := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
 	for _, cold := range []bool{true, false} {
 		p := newTestProvider(t)
-		p.coldOnly = cold
 		id := newSandbox(t, p, providers.Spec{})
 		mustRun(t, p, id, "mkdir -p $HOME/elsewhere && ln -s $HOME/elsewhere /workspace/link")
+		if cold {
+			stopSandbox(t, p, id)
+		}
 		if _, err := src.Seek(int64(len("skipped")), io.SeekStart); err != nil {
 			t.Fatal(err)
 		}
@@ -814,9 +816,7 @@ func TestUploadFileDirect(t *testing.T) {
 		if got := mustRun(t, p, id, "wc -c < $HOME/elsewhere/x"); strings.TrimSpace(got) != strconv.Itoa(len("skipped")+len(want)) {
 			t.Errorf("cold %v: the file written through the link holds %q bytes", cold, got)
 		}
-		if !cold {
-			assertHolder(t, p, id)
-		}
+		assertMachine(t, p, id)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -21,6 +22,12 @@ func setupNetwork(cfg *initConfig) error {
 	if cfg.SharedNet {
 		return nil
 	}
+	return loopbackUp()
+}
+
+// loopbackUp brings up loopback in the calling thread's network
+// namespace.
+func loopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("loopback: %w", err)
@@ -40,24 +47,29 @@ func setupNetwork(cfg *initConfig) error {
 	return nil
 }
 
-// landlockRules lists what the sandbox may touch: read and execute
-// everywhere; write only in the workspace, HOME, the temporary directories,
-// the overlaid system directories and a few device files.
+// landlockRules lists what the sandbox may touch, once its root is built:
+// every path of its own root (the whole root is the sandbox's writable
+// layer; what must not change is a read-only mount), the ioctls of its
+// few device files, and, for the machine's init alone, its binary (to
+// start runners) and the sandbox's state directory (its lock and the
+// logs), which it holds open and nothing inside can name.
 func landlockRules(cfg *initConfig) []landlock.Rule {
-	rw := []string{"/workspace", cfg.Home, "/tmp", "/run", "/dev/shm"}
-	for _, l := range cfg.Layers {
-		rw = append(rw, "/"+l.Name)
-	}
 	devs := []string{"/dev/ptmx"}
 	for _, n := range devNodes {
 		devs = append(devs, "/dev/"+n)
 	}
-	return []landlock.Rule{
-		landlock.RODirs("/"),
-		landlock.RWDirs(rw...).WithRefer().WithResolveUnix(),
+	rules := []landlock.Rule{
+		landlock.RWDirs("/").WithRefer().WithResolveUnix(),
 		landlock.RWDirs("/dev/pts").WithIoctlDev(),
 		landlock.RWFiles(devs...).WithIoctlDev(),
 	}
+	if cfg.Mode == modeMachine {
+		rules = append(rules,
+			landlock.ROFiles("/proc/self/fd/"+strconv.Itoa(cfg.exeFD)),
+			landlock.RWDirs("/proc/self/fd/"+strconv.Itoa(machineDirFD)),
+		)
+	}
+	return rules
 }
 
 // applyLandlock restricts the init and everything it starts, on every
@@ -137,9 +149,14 @@ func dropPrivileges(cfg *initConfig) error {
 // needs no_new_privs (it sets it), the bounding set needs CAP_SETPCAP, and
 // seccomp comes last so that it may deny what the steps before it use.
 func harden(cfg *initConfig) (int, error) {
-	abi, err := applyLandlock(cfg)
-	if err != nil {
-		return 0, err
+	abi := 0
+	if !cfg.inDomain {
+		var err error
+		if abi, err = applyLandlock(cfg); err != nil {
+			return 0, err
+		}
+	} else if v, err := llsys.LandlockGetABIVersion(); err == nil {
+		abi = v
 	}
 	if err := dropPrivileges(cfg); err != nil {
 		return 0, err

@@ -20,10 +20,6 @@ func newTestProvider(t testing.TB) *Provider {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	// No pooled inits (pool_test.go turns them on): a reaper started by
-	// a test's last delete would make them while the test directory is
-	// being removed.
-	p.noPool = true
 	// Runs before TempDir's own cleanup, which cannot enter the mode-000
 	// directories overlayfs leaves when the tests run unprivileged.
 	t.Cleanup(func() { _ = removeTree(dir) })
@@ -43,6 +39,14 @@ func newSandbox(t testing.TB, p *Provider, spec providers.Spec) string {
 		}
 	})
 	return info.ID
+}
+
+// stopSandbox stops id's machine.
+func stopSandbox(t testing.TB, p *Provider, id string) {
+	t.Helper()
+	if err := p.Stop(context.Background(), id); err != nil {
+		t.Fatalf("Stop(%s): %v", id, err)
+	}
 }
 
 // result is what one command produced.

@@ -10,10 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,33 +26,25 @@ const initArgv0 = "sandbox-local-init"
 // calls it first thing, and so does TestMain of every test binary that uses
 // the provider.
 func MaybeRunInit() {
-	if (len(os.Args) == 2 || len(os.Args) == 4) && os.Args[0] == reapArgv0 {
-		os.Exit(runReaper(os.Args[1], os.Args[2:]))
+	if len(os.Args) == 2 && os.Args[0] == reapArgv0 {
+		os.Exit(runReaper(os.Args[1]))
 	}
-	pooledInit := len(os.Args) == 3 && os.Args[0] == poolArgv0
-	if !pooledInit && (len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != spareArgv0)) {
+	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != runnerArgv0) {
 		return
 	}
 	// Everything the init does happens on this thread: the command is
 	// forked from it and inherits its (emptied) bounding set.
 	runtime.LockOSThread()
-	if pooledInit {
-		idle, err := strconv.ParseInt(os.Args[1], 10, 64)
-		if err != nil {
-			os.Exit(125)
-		}
-		os.Exit(runPooled(time.Duration(idle), os.Args[2]))
-	}
-	if os.Args[0] == spareArgv0 {
-		os.Exit(runSpare())
+	if os.Args[0] == runnerArgv0 {
+		os.Exit(runRunner())
 	}
 	os.Exit(runInit(nil))
 }
 
-// runInit is the init's whole life; it returns the exit code. A spare
-// (see holdinit.go) calls it with the sandbox already entered and hardened,
+// runInit is the init's whole life; it returns the exit code. A runner
+// (see machineinit.go) calls it hardened, inside its sandbox's machine,
 // once it has received the operation's descriptors.
-func runInit(ready *spareReady) int {
+func runInit(ready *runnerReady) int {
 	ctl := os.NewFile(ctlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	if ctl == nil || status == nil {
@@ -77,29 +67,34 @@ func runInit(ready *spareReady) int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	if cfg.Mode == modeHold && ready == nil {
-		return runHolder(&cfg, rep, ctl, status)
+	if cfg.Mode == modeMachine && ready == nil {
+		return runMachine(&cfg, rep, ctl, status)
 	}
 	if ready != nil {
-		// A spare: entered and hardened before the operation came.
+		// A runner: hardened before the operation came.
 		rep.landlock = ready.landlock
-		rep.reapAll = true
-	} else {
-		steps := []func(*initConfig) error{buildRoot, setupNetwork}
-		if cfg.Weak {
-			steps = []func(*initConfig) error{weakSetup}
+		switch cfg.Mode {
+		case modeExec:
+			if cfg.Background {
+				return runBackground(&cfg, rep)
+			}
+			return runForeground(&cfg, rep, ctlr)
+		case modeFile:
+			return serveFile(&cfg, rep, ctlr)
 		}
-		abi, err := prepare(&cfg, steps...)
-		if err != nil {
-			rep.setupFail(err)
-			return 125
-		}
-		rep.landlock = abi
-		// In its own PID namespace the init can end the operation
-		// before it reports; in the weak mode, kill -1 would reach
-		// every process of the user.
-		rep.reapAll = !cfg.Weak
+		rep.setupFail(fmt.Errorf("unknown operation mode %q", cfg.Mode))
+		return 125
 	}
+	if !cfg.Weak {
+		rep.setupFail(errors.New("an operation outside a sandbox's machine"))
+		return 125
+	}
+	abi, err := prepare(&cfg, weakSetup)
+	if err != nil {
+		rep.setupFail(err)
+		return 125
+	}
+	rep.landlock = abi
 	switch cfg.Mode {
 	case modeExec:
 		if cfg.Gated {
@@ -131,9 +126,6 @@ func closeOnExecFrom(fd int) {
 type reporter struct {
 	w        io.Writer
 	landlock int
-	// reapAll: kill and reap every other process before reporting the
-	// command's status (see killAll).
-	reapAll bool
 }
 
 func (r *reporter) send(m statusMsg) {
@@ -178,37 +170,57 @@ func describeErr(err error) string {
 // defaultPath is PATH when neither the sandbox nor the request sets one.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// runCommand starts the command in a new session, reaps every process
-// until the command itself exits, reports its status and returns it. The
-// init's exit then tears down the PID namespace with everything left in it.
-func runCommand(cfg *initConfig, rep *reporter) int {
+// resolveCommand checks the working directory and finds the program of
+// cfg's command. ok false means that the command cannot start: code is
+// the status to exit with, already reported.
+func resolveCommand(cfg *initConfig, rep *reporter) (path, cwd string, code int, ok bool) {
 	if len(cfg.Argv) == 0 {
 		rep.setupFail(errors.New("empty command"))
-		return 125
+		return "", "", 125, false
 	}
-	cwd := cfg.Cwd
+	cwd = cfg.Cwd
 	if cwd == "" {
 		cwd = "/workspace"
 	}
 	if fi, err := os.Stat(cwd); err != nil {
 		rep.fail(fmt.Errorf("working directory %s: %w", cwd, unwrapPath(err)))
-		return 125
+		return "", "", 125, false
 	} else if !fi.IsDir() {
 		rep.send(statusMsg{Err: "working directory " + cwd + ": not a directory", Kind: kindInvalid, Errno: int(unix.ENOTDIR)})
-		return 125
+		return "", "", 125, false
 	}
-	path, code := lookPath(cfg.Argv[0], envValue(cfg.Env, "PATH"), cwd)
+	path, code = lookPath(cfg.Argv[0], envValue(cfg.Env, "PATH"), cwd)
 	switch code {
 	case 127:
 		fmt.Fprintf(os.Stderr, "sandbox: %s: command not found\n", cfg.Argv[0])
-		return exitWith(rep, code)
+		return "", "", exitWith(rep, code), false
 	case 126:
 		fmt.Fprintf(os.Stderr, "sandbox: %s: permission denied\n", cfg.Argv[0])
-		return exitWith(rep, code)
+		return "", "", exitWith(rep, code), false
 	}
-	if cfg.Weak {
-		fmt.Fprint(os.Stderr, weakBanner)
+	return path, cwd, 0, true
+}
+
+// execFailed reports a command that could not be executed (126, or 127
+// for a program that vanished) and returns its status.
+func execFailed(rep *reporter, argv0 string, err error) int {
+	code := 126
+	if errors.Is(err, syscall.ENOENT) {
+		code = 127
 	}
+	fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", argv0, err)
+	return exitWith(rep, code)
+}
+
+// runCommand starts the command of a weak-mode init in a new session,
+// reaps every process until the command itself exits, kills what it left
+// (there is no PID namespace to end with the init) and reports its status.
+func runCommand(cfg *initConfig, rep *reporter) int {
+	path, cwd, code, ok := resolveCommand(cfg, rep)
+	if !ok {
+		return code
+	}
+	fmt.Fprint(os.Stderr, weakBanner)
 	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
 		Dir:   cwd,
 		Env:   cfg.Env,
@@ -216,69 +228,17 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
-		code := 126
-		if errors.Is(err, syscall.ENOENT) {
-			code = 127
-		}
-		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", cfg.Argv[0], err)
-		return exitWith(rep, code)
+		return execFailed(rep, cfg.Argv[0], err)
 	}
-	var status int
-	if cfg.Weak {
-		status = reapWeak(pid, cfg.stop)
-	} else {
-		status = reap(pid)
-	}
-	if cfg.Weak {
-		// No PID namespace ends with the init: end what is left.
-		killDescendants()
-	}
+	status := reapWeak(pid, cfg.stop)
+	killDescendants()
 	return exitWith(rep, status)
 }
 
-// exitWith reports the command's exit status and returns it. With
-// reapAll, the rest of the operation is killed and reaped first, and the
-// init's ends of the operation's streams and of the status pipe are closed
-// with the report: the host sees the end of the output and of the status
-// at once, and its caller need not wait for the init's own exit (the
-// teardown of its mounts takes milliseconds).
+// exitWith reports the command's exit status and returns it.
 func exitWith(rep *reporter, status int) int {
-	if rep.reapAll {
-		killAll()
-		for fd := range 3 {
-			_ = unix.Close(fd)
-		}
-	}
 	rep.send(statusMsg{Exit: &status})
-	if rep.reapAll {
-		if c, ok := rep.w.(io.Closer); ok {
-			_ = c.Close()
-		}
-	}
 	return status
-}
-
-// killAll kills and reaps every other process of the init's PID namespace.
-// An init in its own namespaces (cold, pooled or a spare) does this before
-// it reports the command's status, so that the host may count the
-// operation done at that report, without waiting for the init's own exit
-// (the teardown of its mount namespace takes milliseconds).
-func killAll() {
-	for {
-		err := unix.Kill(-1, unix.SIGKILL)
-		for {
-			_, werr := unix.Wait4(-1, nil, 0, nil)
-			if werr == unix.ECHILD {
-				break
-			}
-			if werr != nil && werr != unix.EINTR {
-				return
-			}
-		}
-		if err == unix.ESRCH {
-			return
-		}
-	}
 }
 
 // reap waits for every child until pid exits and returns its status as a

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -73,7 +72,8 @@ type initStdio struct {
 	stdout, stderr io.Writer
 }
 
-// proc is one running init.
+// proc is one running operation: a runner of the sandbox's machine, or a
+// weak-mode init.
 type proc struct {
 	id      string
 	cmd     *exec.Cmd
@@ -81,54 +81,39 @@ type proc struct {
 	ctlOnce sync.Once     // closes ctl
 	status  *json.Decoder // init's status lines
 	statusR *os.File
-	exited  chan struct{} // closed when the init has been waited for
+	exited  chan struct{} // closed when the operation is over
 	waitErr error         // valid after exited
-	slot    *os.File      // work directory lock
+	slot    *os.File      // work directory lock (weak mode)
 	stdinW  *os.File      // host end of a stdin pipe the provider feeds
 	diag    *tailBuffer   // init's stderr when the caller gave none
-	// mount is the sandbox's mount lock, held shared by a cold init.
-	mount *os.File
-	// conn is the connection to the holder whose spare runs the
-	// operation (nil for a cold init).
+	// conn is the connection to the machine whose runner runs the
+	// operation (nil for a weak-mode init).
 	conn *net.UnixConn
-	// settled is closed by finish when a spare reported the operation's
-	// end: it had killed and reaped every other process of the operation
-	// by then, so its own exit need not be waited for.
+	// written is closed once the operation's configuration is in the
+	// control pipe (a runner reads it only once it holds the operation's
+	// descriptors).
+	written chan struct{}
+	// settled is closed by finish when a runner reported the
+	// operation's end: the runner may live on for what its command
+	// left running, and is not waited for.
 	settled chan struct{}
 	weak    bool // no namespaces: the init must be asked to clean up
-	// pooled is the pooled init running the operation (see pool.go),
-	// in place of cmd.
-	pooled *pooled
-	// drained is closed once the operation's outputs are copied, and
-	// bg, for an init in its own namespaces, takes the wait for the
-	// init's exit once it reported the operation's end (see finish).
-	drained chan struct{}
-	bg      *background
 }
 
-// launch starts the init of one operation of the sandbox in dir: a spare
-// of the sandbox's holder (see holder.go), or a cold init that builds the
-// sandbox for this operation alone.
-//
-// The weak mode never uses a holder: it has no namespaces in which a
-// holder could keep the sandbox's mounts.
-func (p *Provider) launch(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio) (*proc, error) {
-	if p.coldOnly || p.weak {
-		return p.launchCold(dir, id, cfg, sharedNet, stdio, nil)
+// launch starts one operation of the sandbox in dir: in a runner of its
+// machine (started first when the sandbox is stopped), or, in the weak
+// mode, which has no namespaces to keep a machine in, in an init of its
+// own.
+func (p *Provider) launch(dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (*proc, error) {
+	if p.weak {
+		return p.launchWeak(dir, id, cfg, req.Shared, stdio)
 	}
-	pr, mount, err := p.launchWarm(dir, id, cfg, sharedNet, stdio)
-	if err != nil || pr != nil {
-		return pr, err
-	}
-	return p.launchCold(dir, id, cfg, sharedNet, stdio, mount)
+	return p.launchMachine(dir, id, cfg, req, stdio)
 }
 
 // fillConfig completes cfg with the mounts of the sandbox in dir, using the
-// overlay work directories of slot slotN. Whatever building and hardening
-// the sandbox depends on (mounts, masks, limits, seccomp settings) must be
-// set here, not per operation: a holder's spares are built and hardened
-// from the holder's configuration before they receive an operation, and
-// take only its mode, command, environment, directory and file request.
+// overlay work directories of slot slotN: for a machine, everything its
+// root is built from; in the weak mode, an operation's whole setting.
 func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
 	cfg.Root = filepath.Join(p.dir, rootMount)
 	cfg.Workspace = filepath.Join(dir, workspaceDir)
@@ -140,8 +125,10 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	cfg.Trash = filepath.Join(p.dir, trashDir)
 	cfg.Spread = p.spread
 	p.trashed.Store(true)
-	cfg.Layers = make([]mountLayer, len(p.layers))
 	work := slotDir(p.dir, slotN)
+	cfg.Skel = filepath.Join(p.dir, skelDir)
+	cfg.RootLayer = mountLayer{Name: rootLayerName, Upper: filepath.Join(dir, upperDir, rootLayerName), Work: filepath.Join(work, rootLayerName)}
+	cfg.Layers = make([]mountLayer, len(p.layers))
 	base, _ := p.etcBaseDir()
 	for i, l := range p.layers {
 		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
@@ -151,19 +138,11 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	}
 }
 
-// launchCold starts an init for the sandbox in dir with cfg, which it
-// completes with the sandbox's mounts; mount (closed with the proc) is the
-// sandbox's mount lock held shared. The init is a pooled one (see pool.go)
-// when one waits, else one started on the spot (startCold).
-func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio, mount *os.File) (*proc, error) {
-	if cfg.Mode == modeExec {
-		p.cg.prewarm()
-	}
+// launchWeak starts a weak-mode init for one operation of the sandbox in
+// dir with cfg, which it completes with the sandbox's paths.
+func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio) (*proc, error) {
 	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil {
-		if mount != nil {
-			mount.Close()
-		}
 		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
 	p.fillConfig(dir, slotN, cfg, sharedNet)
@@ -171,54 +150,17 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		slot.Close()
-		if mount != nil {
-			mount.Close()
-		}
 		return nil, fmt.Errorf("local: encode init configuration: %w", err)
 	}
-
-	pr := &proc{id: id, slot: slot, mount: mount, exited: make(chan struct{}), weak: p.weak}
+	pr := &proc{id: id, slot: slot, exited: make(chan struct{}), weak: true}
 	ends, err := pr.openEnds(stdio)
 	if err != nil {
 		pr.closeHost()
 		return nil, err
 	}
-	// A pooled init, when one waits, has the namespaces made and the
-	// binary started already; otherwise the init starts here.
-	pool := !p.weak && !p.noPool && !sharedNet
-	var pid int
-	var pp *pooled
-	if pool {
-		pp = p.takePooled(ends.files)
-	}
-	if pp != nil {
-		pr.pooled, pid = pp, pp.pid
-		ends.closeChild()
-		ends.outs.start(ends.copyTo...)
-		go func() {
-			pp.wait()
-			p.cg.removePooled(pp.pid)
-			ends.outs.copying.Wait()
-			pp.release()
-			close(pr.exited)
-		}()
-	} else {
-		if pid, err = p.startCold(pr, ends, sharedNet); err != nil {
-			return nil, startError(id, err)
-		}
-	}
-	if pool {
-		// The next cold command's init is started in the background
-		// when this command is done (see Close).
-		p.poolWanted.Store(true)
-	}
-	if !p.weak {
-		pr.drained = make(chan struct{})
-		go func() {
-			ends.outs.copying.Wait()
-			close(pr.drained)
-		}()
-		pr.bg = &p.bg
+	pid, err := p.startCold(pr, ends, sharedNet)
+	if err != nil {
+		return nil, startError(id, err)
 	}
 	pr.status = json.NewDecoder(pr.statusR)
 	if _, err := pr.ctl.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
@@ -227,23 +169,10 @@ func (p *Provider) launchCold(dir, id string, cfg *initConfig, sharedNet bool, s
 		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
 	}
 	if cfg.Gated {
-		// The init builds its root meanwhile, and waits for the start
-		// byte before it starts anything: a cold command gets the
-		// cgroups of its slot; a holder's operations share the
-		// holder's (see startHolderProcess).
-		// A pooled init waits in cgroups of its own (see placePooled):
-		// only the limits are written.
-		placed := false
-		if pr.pooled != nil {
-			placed, err = p.cg.limitPooled(pid, cfg.Resources)
-		}
-		if !placed && err == nil {
-			_, err = p.cg.enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources)
-		}
-		if err != nil {
+		// The init builds its setting meanwhile, and waits for the
+		// start byte before it starts anything.
+		if _, err := p.cg.enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
 			pr.kill()
-			// An init whose setup failed meanwhile is gone, and so
-			// cannot be moved: its report is the real cause.
 			if last, got := pr.finish(); got && last.Setup {
 				return nil, setupErr(id, last)
 			}
@@ -492,10 +421,16 @@ func startError(id string, err error) error {
 }
 
 // closeCtl ends the control stream: with commit, the input was complete.
+// For a command of a machine its end is the command's: the runner kills
+// the command's process group if it still runs. The configuration is
+// delivered first (a runner reads it once it holds the operation).
 func (pr *proc) closeCtl(commit bool) {
 	pr.ctlOnce.Do(func() {
 		if pr.ctl == nil {
 			return
+		}
+		if pr.written != nil {
+			<-pr.written
 		}
 		if commit {
 			_, _ = pr.ctl.Write([]byte{commitByte})
@@ -516,25 +451,29 @@ func (pr *proc) closeHost() {
 	if pr.slot != nil {
 		pr.slot.Close()
 	}
-	if pr.mount != nil {
-		pr.mount.Close()
-	}
 	if pr.conn != nil {
 		pr.conn.Close()
 	}
 }
 
-// kill ends the init with SIGKILL, and with it the whole PID namespace. A
-// holder kills its spare when the client's side of the connection ends.
-// In the weak mode there is no PID namespace: the init is asked first
-// (SIGTERM) to kill its descendants, and killed outright a little later.
+// kill ends the operation. A machine's runner ends a command's process
+// group at the end of the control pipe, and the init kills a file
+// operation's runner at the end of the connection. A weak-mode init has
+// no PID namespace: it is asked first (SIGTERM) to kill its descendants,
+// and killed outright a little later.
 func (pr *proc) kill() {
 	if pr.conn != nil {
+		// The configuration may still be on its way: the control
+		// pipe's end must not wait for it.
+		if pr.written != nil {
+			select {
+			case <-pr.written:
+			default:
+				pr.ctl.Close()
+			}
+		}
+		pr.closeCtl(false)
 		_ = pr.conn.CloseWrite()
-		return
-	}
-	if pr.pooled != nil {
-		pr.pooled.signal(syscall.SIGKILL)
 		return
 	}
 	if pr.cmd == nil || pr.cmd.Process == nil {
@@ -551,9 +490,9 @@ func (pr *proc) kill() {
 	_ = pr.cmd.Process.Kill()
 }
 
-// watch kills the init when ctx ends. abort, when set, is tried first: it
-// asks a file operation to clean up, and the kill follows abortGrace later.
-// The returned function stops watching.
+// watch kills the operation when ctx ends. abort, when set, is tried
+// first: it asks a file operation to clean up, and the kill follows
+// abortGrace later. The returned function stops watching.
 func (pr *proc) watch(ctx context.Context, abort func()) (stop func()) {
 	if ctx.Done() == nil {
 		return func() {}
@@ -591,8 +530,9 @@ func (pr *proc) next() (statusMsg, bool) {
 	return m, true
 }
 
-// finish reads the remaining status lines, waits for the init and releases
-// everything; it returns the last status line (zero if none came).
+// finish reads the remaining status lines, waits for the operation's end
+// and releases everything; it returns the last status line (zero if none
+// came).
 func (pr *proc) finish() (statusMsg, bool) {
 	var last statusMsg
 	got := false
@@ -603,82 +543,18 @@ func (pr *proc) finish() (statusMsg, bool) {
 		}
 		last, got = m, true
 	}
-	if pr.settled != nil && got && (last.Exit != nil || last.Done) {
+	if pr.settled != nil && got && (last.Exit != nil || last.Done || last.PID != 0) {
 		close(pr.settled)
-	}
-	if pr.bg != nil && got && last.Exit != nil {
-		// The init killed and reaped the rest of the operation and
-		// closed its ends before it reported (exitWith): once the
-		// output is copied, only its own exit and the teardown of its
-		// mounts are left, for which the work slot and the mount lock
-		// stay held in the background.
-		<-pr.drained
-		pr.bg.settle(pr)
-		return last, got
 	}
 	<-pr.exited
 	pr.closeHost()
 	return last, got
 }
 
-// background holds the inits whose exit a provider still waits for after
-// their operations returned: each keeps its work slot and its sandbox's
-// mount lock until its mounts are gone. Close waits for them; Delete
-// removes a sandbox's cgroups only once its inits have exited.
+// background holds work a provider started beside its callers' (reapers,
+// cgroup removals); Close waits for it.
 type background struct {
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	exiting map[string][]chan struct{} // sandbox id: its inits' exited
-}
-
-// settle releases pr's slot and locks once it has exited.
-func (b *background) settle(pr *proc) {
-	b.mu.Lock()
-	if b.exiting == nil {
-		b.exiting = map[string][]chan struct{}{}
-	}
-	b.exiting[pr.id] = append(b.exiting[pr.id], pr.exited)
-	b.mu.Unlock()
-	b.wg.Go(func() {
-		<-pr.exited
-		pr.closeHost()
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.exiting[pr.id] = slices.DeleteFunc(b.exiting[pr.id], func(c chan struct{}) bool { return c == pr.exited })
-		if len(b.exiting[pr.id]) == 0 {
-			delete(b.exiting, pr.id)
-		}
-	})
-}
-
-// after runs fn once every init of sandbox id has exited: now, or in the
-// background.
-func (b *background) after(id string, fn func()) {
-	waits := b.exits(id)
-	if len(waits) == 0 {
-		fn()
-		return
-	}
-	b.wg.Go(func() {
-		for _, c := range waits {
-			<-c
-		}
-		fn()
-	})
-}
-
-// wait returns once every init of sandbox id has exited.
-func (b *background) wait(id string) {
-	for _, c := range b.exits(id) {
-		<-c
-	}
-}
-
-// exits are the exited channels of the inits of sandbox id still exiting.
-func (b *background) exits(id string) []chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.exiting[id])
+	wg sync.WaitGroup
 }
 
 // initDied describes an init that ended without reporting an outcome.

@@ -75,6 +75,15 @@ const (
 	rootMount = ".root"
 )
 
+// skelDir, under the provider's directory, is the empty lower layer of
+// every sandbox's root overlay, and rootLayerName the name of that
+// overlay's upper and work directories (beside the system directories',
+// from which a leading dot sets it apart).
+const (
+	skelDir       = ".skel"
+	rootLayerName = ".root"
+)
+
 // slotDir is the directory of the work directories of slot n.
 func slotDir(stateDir string, n int) string {
 	return filepath.Join(stateDir, workPool, strconv.Itoa(n))
@@ -89,12 +98,21 @@ func ensureSlot(stateDir string, layers []layer, n int, spread bool) error {
 	if spread && os.Mkdir(base, 0o700) == nil {
 		spreadChildren(base)
 	}
-	for _, l := range layers {
-		if err := os.MkdirAll(filepath.Join(base, l.Name), 0o700); err != nil {
+	for _, name := range append([]string{rootLayerName}, layerNames(layers)...) {
+		if err := os.MkdirAll(filepath.Join(base, name), 0o700); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// layerNames are the names of layers.
+func layerNames(layers []layer) []string {
+	names := make([]string, len(layers))
+	for i, l := range layers {
+		names[i] = l.Name
+	}
+	return names
 }
 
 // acquireSlot locks the first free slot of the provider whose directory is

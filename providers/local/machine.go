@@ -2,12 +2,14 @@ package local
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,59 +25,50 @@ import (
 	"github.com/agentbox/sandbox/providers"
 )
 
-// A sandbox that is used more than once gets a holder: a long-lived init
-// that keeps the sandbox's user and mount namespaces with its one overlay
-// mount of the layers, and a spare — an operation init already started in
-// its own PID, mount (a copy of the holder's), IPC, UTS and network
-// namespaces, pivoted, with Landlock, no capabilities, no_new_privs, limits
-// and seccomp applied — to which the next operation's descriptors are
-// handed. Every operation (exec in either network mode, file operations,
-// setup scripts) goes through the holder while one runs, so the layers are
-// never mounted twice at once: a write through one operation is seen by the
-// next. Without a holder an operation runs a cold init (launch), which
-// holds the sandbox's mount lock shared; a holder holds it exclusively for
-// its life. A sandbox gets its holder at its second operation, so a create
-// + exec + delete never starts one. The holder's files in the sandbox
-// directory:
+// A running sandbox is a machine: one long-lived init, PID 1 of the
+// sandbox's PID namespace, holding its user, mount, IPC, UTS and cgroup
+// namespaces, its network namespace, its one root filesystem (the
+// overlays of its layers, /tmp, /run, /dev and /proc) and its cgroups.
+// Every operation (commands, file operations, setup scripts) runs in a
+// runner the init starts inside the machine, so what one operation
+// starts or writes is there for the next until the machine stops. The
+// host reaches the init through a socket in the sandbox's directory,
+// which nothing inside the sandbox can see. The machine's files in the
+// sandbox directory:
 const (
-	holderLock    = "holder.lock" // flock serialising holder starts, retirement and Delete
-	holderPidFile = "holder.pid"  // "pid starttime" of the current holder
-	// mountLock is held shared by cold inits and exclusively by a holder;
-	// the first operation creates it, so it also says that the sandbox
-	// was used before.
-	mountLock = "mount.lock"
+	machineLock    = "machine.lock" // flock serialising starts, stops, retirement and Delete
+	machinePidFile = "machine.pid"  // "pid starttime" of the running init
+	logsDir        = "logs"         // the output of background commands
+	// crashedFile marks a sandbox whose machine ended without being
+	// stopped (a killed init, a host reboot): the next start says so.
+	crashedFile = "machine.crashed"
 )
 
-// defaultHolderIdle is how long a holder without operations stays before
-// it exits; the next operation starts a new one.
-const defaultHolderIdle = 5 * time.Minute
+// machineCgroup names the cgroups of a sandbox's machine, after its id.
+const machineCgroup = "machine"
 
-// holderTick is how often a holder checks that its sandbox still exists
-// and whether it has been idle long enough.
-const holderTick = 500 * time.Millisecond
+// DefaultAutoStop is how long a machine stays without operations before
+// it stops itself, when the sandbox does not say.
+const DefaultAutoStop = 15 * time.Minute
 
-// holderStopWait bounds how long Delete waits for a killed holder to exit.
-const holderStopWait = 5 * time.Second
+// machineStopWait bounds how long a stop waits for the init to exit
+// after the grace period of its processes.
+const machineStopWait = 10 * time.Second
 
-// holderAttempts bounds the tries of one operation against holders that
-// retire as it connects.
-const holderAttempts = 3
+// machineAttempts bounds the tries of one operation against machines
+// that stop as it connects.
+const machineAttempts = 3
 
-// holderCgroup names the cgroups of a sandbox's holder, after the
-// sandbox's id (cold commands use their slot's number instead).
-const holderCgroup = "hold"
-
-// holderSockName is the holder's socket in the sandbox directory. Its name
+// machineSockName is the init's socket in the sandbox directory. Its name
 // carries the identity of the binary and of the protocol, so that a CLI
-// never hands an operation to a holder running other code (an older
-// binary's spares may harden differently).
-func holderSockName(identity string) string { return "holder-" + identity + ".sock" }
+// never hands an operation to an init running other code.
+func machineSockName(identity string) string { return "machine-" + identity + ".sock" }
 
 // exeIdentity identifies the running executable (device, inode, size,
-// modification time) and the holder protocol version.
+// modification time) and the machine protocol version.
 func exeIdentity() string {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "v%d", holdVersion)
+	fmt.Fprintf(h, "m%d", machineVersion)
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/self/exe", &st); err == nil {
 		fmt.Fprintf(h, ":%d:%d:%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
@@ -84,21 +78,21 @@ func exeIdentity() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// holderRecord identifies a holder process beyond its (recyclable) pid.
-type holderRecord struct {
+// machineRecord identifies an init beyond its (recyclable) pid.
+type machineRecord struct {
 	pid   int
 	start uint64 // start time in clock ticks since boot, from /proc/pid/stat
 }
 
-// readHolderRecord reads the holder's pid file in dir.
-func readHolderRecord(dir string) (holderRecord, error) {
-	b, err := os.ReadFile(filepath.Join(dir, holderPidFile))
+// readMachineRecord reads the init's pid file in dir.
+func readMachineRecord(dir string) (machineRecord, error) {
+	b, err := os.ReadFile(filepath.Join(dir, machinePidFile))
 	if err != nil {
-		return holderRecord{}, err
+		return machineRecord{}, err
 	}
-	var r holderRecord
+	var r machineRecord
 	if _, err := fmt.Sscanf(string(b), "%d %d", &r.pid, &r.start); err != nil {
-		return holderRecord{}, fmt.Errorf("holder pid file: %w", err)
+		return machineRecord{}, fmt.Errorf("machine pid file: %w", err)
 	}
 	return r, nil
 }
@@ -121,6 +115,24 @@ func procStartTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
+// liveMachine returns the recorded init of dir if it still runs.
+func liveMachine(dir string) (machineRecord, bool) {
+	rec, err := readMachineRecord(dir)
+	if err != nil {
+		return rec, false
+	}
+	st, err := procStartTime(rec.pid)
+	return rec, err == nil && st == rec.start
+}
+
+// machineState is the state of the sandbox in dir.
+func machineState(dir string) providers.State {
+	if _, ok := liveMachine(dir); ok {
+		return providers.StateRunning
+	}
+	return providers.StateStopped
+}
+
 // withDir calls fn with a short name of dir (through /proc/self/fd), since
 // a socket address holds at most 108 bytes and state directories can be
 // deeper than that.
@@ -133,12 +145,12 @@ func withDir(dir string, fn func(short string) error) error {
 	return fn("/proc/self/fd/" + strconv.Itoa(fd))
 }
 
-// dialHolder connects to the holder of the sandbox in dir.
-func (p *Provider) dialHolder(dir string) (*net.UnixConn, error) {
+// dialMachine connects to the init of the sandbox in dir.
+func (p *Provider) dialMachine(dir string) (*net.UnixConn, error) {
 	var c *net.UnixConn
 	err := withDir(dir, func(short string) error {
 		var err error
-		c, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: short + "/" + holderSockName(p.identity), Net: "unix"})
+		c, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: short + "/" + machineSockName(p.identity), Net: "unix"})
 		return err
 	})
 	return c, err
@@ -164,150 +176,112 @@ func lockFile(dir, name string, how int) (*os.File, error) {
 	return f, nil
 }
 
-// liveHolder returns the recorded holder of dir if it still runs.
-func liveHolder(dir string) (holderRecord, bool) {
-	rec, err := readHolderRecord(dir)
-	if err != nil {
-		return rec, false
+// connect returns a connection to the sandbox's machine, starting it when
+// it is stopped.
+func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
+	if c, err := p.dialMachine(dir); err == nil {
+		return c, nil
 	}
-	st, err := procStartTime(rec.pid)
-	return rec, err == nil && st == rec.start
+	if err := p.ensureMachine(dir, id); err != nil {
+		return nil, err
+	}
+	c, err := p.dialMachine(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local: sandbox %s: machine: %w", id, err)
+	}
+	return c, nil
 }
 
-// acquire returns a connection to the sandbox's holder, starting one when
-// the sandbox was used before, or, when the operation should run cold, the
-// sandbox's mount lock held shared (conn is nil then).
-func (p *Provider) acquire(dir, id string) (*net.UnixConn, *os.File, error) {
-	if c, err := p.dialHolder(dir); err == nil {
-		return c, nil, nil
-	}
-	if _, err := os.Lstat(filepath.Join(dir, mountLock)); errors.Is(err, fs.ErrNotExist) {
-		// The first operation: cold, without the holder lock (this disk
-		// work is most of a one-shot sandbox's cost). No holder starts
-		// without the mount lock held exclusively, so a shared lock
-		// taken here keeps any from starting until this operation ends;
-		// if one started meanwhile, go through it.
-		f, err := lockFile(dir, mountLock, unix.LOCK_SH|unix.LOCK_NB)
-		if err == nil {
-			return nil, f, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, nil, fmt.Errorf("local: sandbox %s: mount lock: %w", id, err)
-		}
-		if c, err := p.dialHolder(dir); err == nil {
-			return c, nil, nil
-		}
-	}
-	lock, err := lockFile(dir, holderLock, unix.LOCK_EX)
+// ensureMachine starts the sandbox's machine unless it runs. Starts are
+// serialised by the machine lock: a second start waits for the first and
+// finds its machine.
+func (p *Provider) ensureMachine(dir, id string) error {
+	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
 	if err != nil {
-		return nil, nil, fmt.Errorf("local: sandbox %s: holder lock: %w", id, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return providers.Errorf(providers.ErrNotFound, Name, "sandbox "+id, "no such sandbox")
+		}
+		return fmt.Errorf("local: sandbox %s: machine lock: %w", id, err)
 	}
 	defer lock.Close()
 	m, _, err := p.load(id)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	if c, err := p.dialHolder(dir); err == nil {
-		return c, nil, nil
+	if c, err := p.dialMachine(dir); err == nil {
+		c.Close()
+		return nil
 	}
-	cold := func() (*net.UnixConn, *os.File, error) {
-		// Blocks only while a retiring holder finishes exiting.
-		f, err := lockFile(dir, mountLock, unix.LOCK_SH)
-		if err != nil {
-			return nil, nil, fmt.Errorf("local: sandbox %s: mount lock: %w", id, err)
+	// A recorded init that does not answer: another binary's, or one
+	// that stops. It goes first (the lock keeps a new one from starting
+	// meanwhile).
+	if _, alive := liveMachine(dir); alive {
+		if err := killMachineLocked(dir); err != nil {
+			return fmt.Errorf("local: sandbox %s: %w", id, err)
 		}
-		return nil, f, nil
+	} else if _, err := os.Stat(filepath.Join(dir, machinePidFile)); err == nil {
+		// Recorded but gone without a stop: killed, or the host
+		// rebooted. The files are intact; the start says so.
+		_ = os.WriteFile(filepath.Join(dir, crashedFile), nil, 0o600)
+		_ = os.Remove(filepath.Join(dir, machinePidFile))
 	}
-	ml, err := lockFile(dir, mountLock, unix.LOCK_EX|unix.LOCK_NB)
-	for try := 0; errors.Is(err, unix.EWOULDBLOCK) && try < 5; try++ {
-		// A cold operation ending, or a process forked by this one
-		// that still shares the lock's descriptor until it execs.
-		time.Sleep(10 * time.Millisecond)
-		ml, err = lockFile(dir, mountLock, unix.LOCK_EX|unix.LOCK_NB)
-	}
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		if _, alive := liveHolder(dir); !alive {
-			// Cold operations are running: join them rather than wait.
-			return cold()
-		}
-		// A holder that does not answer here (another binary's, or
-		// one retiring): replace it.
-		if err := stopHolderLocked(dir); err != nil {
-			return nil, nil, fmt.Errorf("local: sandbox %s: %w", id, err)
-		}
-		ml, err = lockFile(dir, mountLock, unix.LOCK_EX)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("local: sandbox %s: mount lock: %w", id, err)
-	}
-	defer ml.Close()
-	shared, err := sharedNetwork(m.Network, providers.NetworkDefault)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := p.spawnHolder(dir, id, shared, m.Resources, ml); err != nil {
-		return nil, nil, err
-	}
-	c, err := p.dialHolder(dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("local: sandbox %s: holder: %w", id, err)
-	}
-	return c, nil, nil
+	return p.spawnMachine(dir, id, m)
 }
 
-// spawnHolder starts the sandbox's holder on a new listening socket and
-// waits until its tree is built, then records it. The holder gets the
-// mount lock (held exclusively) and a work-directory slot for its life. It
-// is detached: its own session, no parent-death signal, stdio on /dev/null.
-func (p *Provider) spawnHolder(dir, id string, shared bool, res providers.Resources, mountLock *os.File) error {
-	sock := filepath.Join(dir, holderSockName(p.identity))
+// spawnMachine starts the sandbox's init on a new listening socket and
+// waits until the machine is built, then records it. It is detached: its
+// own session, no parent-death signal, stdio on /dev/null.
+func (p *Provider) spawnMachine(dir, id string, m meta) error {
+	sock := filepath.Join(dir, machineSockName(p.identity))
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("local: sandbox %s: stale holder socket: %w", id, err)
+		return fmt.Errorf("local: sandbox %s: stale machine socket: %w", id, err)
 	}
 	var ln *net.UnixListener
 	err := withDir(dir, func(short string) error {
 		var err error
-		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + holderSockName(p.identity), Net: "unix"})
+		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + machineSockName(p.identity), Net: "unix"})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("local: sandbox %s: holder socket: %w", id, err)
+		return fmt.Errorf("local: sandbox %s: machine socket: %w", id, err)
 	}
 	ln.SetUnlinkOnClose(false)
 	lnFile, err := ln.File()
 	ln.Close()
 	if err != nil {
 		os.Remove(sock)
-		return fmt.Errorf("local: sandbox %s: holder socket: %w", id, err)
+		return fmt.Errorf("local: sandbox %s: machine socket: %w", id, err)
 	}
 	defer lnFile.Close()
-	if err := p.startHolderProcess(dir, id, shared, res, lnFile, mountLock); err != nil {
+	if err := p.startInit(dir, id, m, lnFile); err != nil {
 		os.Remove(sock)
 		return err
 	}
 	return nil
 }
 
-// startHolderProcess runs the holder process and waits for it to be ready.
-// res are the sandbox's limits: they size the spares' tmpfs mounts and
-// rlimits (fillConfig), and the holder is placed in the sandbox's holder
-// cgroups before it gets its configuration, so every spare it forks, and
-// every process of every operation, is born inside them. The cgroup limits
-// thus bound all the operations run through the holder together (and the
-// holder itself), where a cold command is bounded alone in its slot's
-// cgroups; the spares never need the host to move them.
-func (p *Provider) startHolderProcess(dir, id string, shared bool, res providers.Resources, lnFile, mountLock *os.File) error {
+// startInit runs the machine's init and waits for it to be ready. The init
+// is placed in the sandbox's cgroups before it gets its configuration, so
+// every process of the machine is born inside them and the limits bound
+// the whole sandbox.
+func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil {
 		return fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
 	defer slot.Close()
-	cfg := &initConfig{Mode: modeHold, StateDir: dir, IdleNS: int64(p.holderIdle), Identity: p.identity, Resources: res}
-	p.fillConfig(dir, slotN, cfg, shared)
-	line, err := json.Marshal(cfg)
+	stateDir, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("local: encode holder configuration: %w", err)
+		return fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
+	defer stateDir.Close()
+	_ = os.RemoveAll(filepath.Join(dir, logsDir))
+	cfg := &initConfig{Mode: modeMachine, Identity: p.identity, Resources: m.Resources, IdleNS: int64(m.autoStop())}
+	shared, err := sharedNetwork(m.Network, providers.NetworkDefault)
+	if err != nil {
+		return err
+	}
+	p.fillConfig(dir, slotN, cfg, shared)
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -324,9 +298,9 @@ func (p *Provider) startHolderProcess(dir, id string, shared bool, res providers
 		Args:       []string{initArgv0},
 		Env:        []string{},
 		Dir:        "/", // not the caller's directory, which it would pin
-		ExtraFiles: []*os.File{ctlR, statW, lnFile, slot, mountLock},
-		// The host's network: each spare gets a network of its own
-		// unless its operation shares the host's.
+		ExtraFiles: []*os.File{ctlR, statW, lnFile, slot, stateDir},
+		// The host's network: the init makes the sandbox's own, and
+		// starts each runner in the one its operation asks for.
 		SysProcAttr: nsAttr(p.uid, p.gid, true),
 	}
 	cmd.SysProcAttr.Setsid = true
@@ -342,63 +316,93 @@ func (p *Provider) startHolderProcess(dir, id string, shared bool, res providers
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	// The holder waits for its configuration: it enters its cgroups
-	// before it forks any spare.
-	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+holderCgroup, res); err != nil {
+	fail := func(err error) error {
 		_ = cmd.Process.Kill()
 		<-exited
-		return fmt.Errorf("local: sandbox %s: %w", id, err)
+		return err
 	}
-	_, _ = ctlW.Write(append(line, '\n'))
+	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, m.Resources); err != nil {
+		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
+	}
+	cfg.HostPID = cmd.Process.Pid
+	line, err := json.Marshal(cfg)
+	if err != nil {
+		return fail(fmt.Errorf("local: encode machine configuration: %w", err))
+	}
+	if err := writeAll(ctlW, append(line, '\n')); err != nil {
+		return fail(fmt.Errorf("local: sandbox %s: send the machine configuration: %w", id, err))
+	}
 	ctlW.Close()
-	var m statusMsg
-	if err := json.NewDecoder(statR).Decode(&m); err != nil || !m.Done {
-		_ = cmd.Process.Kill()
-		<-exited
-		if m.Setup {
-			return setupErr(id, m)
+	var msg statusMsg
+	if err := json.NewDecoder(statR).Decode(&msg); err != nil || !msg.Done {
+		_ = fail(nil)
+		if msg.Setup {
+			return setupErr(id, msg)
 		}
-		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox holder ended without reporting"}
+		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine ended without reporting"}
 	}
 	start, err := procStartTime(cmd.Process.Pid)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, holderPidFile), fmt.Appendf(nil, "%d %d\n", cmd.Process.Pid, start), 0o600)
+		err = os.WriteFile(filepath.Join(dir, machinePidFile), fmt.Appendf(nil, "%d %d\n", cmd.Process.Pid, start), 0o600)
 	}
 	if err != nil {
-		_ = cmd.Process.Kill()
-		<-exited
-		return fmt.Errorf("local: sandbox %s: record holder: %w", id, err)
+		return fail(fmt.Errorf("local: sandbox %s: record the machine: %w", id, err))
 	}
 	return nil
 }
 
-// stopHolder kills the sandbox's holder, if one runs, and waits for it to
-// end.
-func stopHolder(dir string) error {
-	// No holder lock: no holder ever started (a start creates it first).
-	f, err := os.OpenFile(filepath.Join(dir, holderLock), os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		return err
-	}
-	return stopHolderLocked(dir)
+// writeAll writes b to a pipe the init reads.
+func writeAll(w io.Writer, b []byte) error {
+	_, err := w.Write(b)
+	return err
 }
 
-// stopHolderLocked is stopHolder under the holder lock. The pid is trusted
-// only through a pidfd whose process has the recorded start time, so a
-// recycled pid is never signalled.
-func stopHolderLocked(dir string) error {
-	rec, err := readHolderRecord(dir)
+// stopMachine stops the sandbox's machine: its processes get SIGTERM,
+// then SIGKILL after grace, and the init exits. A machine that does not
+// answer is killed.
+func (p *Provider) stopMachine(dir string, grace time.Duration) error {
+	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer lock.Close()
+	if _, alive := liveMachine(dir); !alive {
+		_ = os.Remove(filepath.Join(dir, machinePidFile))
+		return nil
+	}
+	if c, err := p.dialMachine(dir); err == nil {
+		r, _ := p.ask(c, machineRequest{Op: reqStop, GraceNS: int64(grace)}, nil)
+		c.Close()
+		_ = r
+	}
+	return killMachineLocked(dir)
+}
+
+// killMachine kills the sandbox's machine at once, if it runs, and waits
+// for every process of the sandbox to end.
+func (p *Provider) killMachine(dir string) error {
+	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	return killMachineLocked(dir)
+}
+
+// killMachineLocked kills the recorded init, under the machine lock, and
+// waits for it to end: the end of PID 1 ends every process of the
+// sandbox, and the kernel counts the init gone only once they are. The
+// pid is trusted only through a pidfd whose process has the recorded
+// start time, so a recycled pid is never signalled.
+func killMachineLocked(dir string) error {
+	rec, err := readMachineRecord(dir)
 	if err != nil {
 		return nil
 	}
-	defer os.Remove(filepath.Join(dir, holderPidFile))
+	defer os.Remove(filepath.Join(dir, machinePidFile))
 	fd, err := unix.PidfdOpen(rec.pid, 0)
 	if err != nil {
 		return nil // already gone
@@ -408,10 +412,10 @@ func stopHolderLocked(dir string) error {
 		return nil
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("stop the sandbox holder: %w", err)
+		return fmt.Errorf("stop the sandbox's machine: %w", err)
 	}
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(holderStopWait)
+	deadline := time.Now().Add(machineStopWait)
 	for time.Now().Before(deadline) {
 		n, err := unix.Poll(pfd, int(time.Until(deadline).Milliseconds())+1)
 		if err == unix.EINTR {
@@ -424,30 +428,92 @@ func stopHolderLocked(dir string) error {
 	return nil
 }
 
-// launchWarm hands one operation to the sandbox's holder. It returns a nil
-// proc and the mount lock (held shared) when the operation should run
-// cold instead.
-func (p *Provider) launchWarm(dir, id string, cfg *initConfig, shared bool, stdio initStdio) (*proc, *os.File, error) {
-	// This process's own cold inits of the sandbox that are still
-	// exiting hold its mount lock: a holder could not start beside them.
-	p.bg.wait(id)
-	for attempt := 1; ; attempt++ {
-		conn, coldLock, err := p.acquire(dir, id)
-		if err != nil || coldLock != nil {
-			return nil, coldLock, err
+// ask sends one request without an operation to the machine on c and
+// returns its last reply; files, when given, receive the descriptors of
+// the first reply.
+func (p *Provider) ask(c *net.UnixConn, req machineRequest, fds *[]*os.File) (machineReply, error) {
+	req.Version = machineVersion
+	if err := sendRequest(c, req, nil); err != nil {
+		return machineReply{}, err
+	}
+	r := bufio.NewReader(c)
+	if fds != nil {
+		// The first reply carries the descriptors: read it as one
+		// message, before any buffering.
+		buf := make([]byte, 4096)
+		oob := make([]byte, unix.CmsgSpace(4))
+		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+		if err != nil {
+			return machineReply{}, err
 		}
-		pr, retry, err := p.handOver(conn, id, cfg, shared, stdio)
-		if retry && attempt < holderAttempts {
-			continue
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, msg := range msgs {
+				if got, err := unix.ParseUnixRights(&msg); err == nil {
+					for _, fd := range got {
+						unix.CloseOnExec(fd)
+						*fds = append(*fds, os.NewFile(uintptr(fd), "log"))
+					}
+				}
+			}
 		}
-		return pr, nil, err
+		r = bufio.NewReader(io.MultiReader(strings.NewReader(string(buf[:n])), c))
+	}
+	var last machineReply
+	for {
+		h, err := readReply(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) && (last.Done || last.Started || last.Err != "") {
+				return last, nil
+			}
+			return last, err
+		}
+		last = h
+		if h.Err != "" || h.Done || (fds != nil && h.Started) {
+			return h, nil
+		}
 	}
 }
 
-// handOver sends one operation and its descriptors to a holder. retry says
-// that the holder ended the connection before starting the operation
-// (it was retiring): nothing ran.
-func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shared bool, stdio initStdio) (_ *proc, retry bool, _ error) {
+// sendRequest writes one request, with files attached.
+func sendRequest(c *net.UnixConn, req machineRequest, files []*os.File) error {
+	req.Version = machineVersion
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	msg = append(msg, body...)
+	var oob []byte
+	if len(files) > 0 {
+		oob = unix.UnixRights(fdsOf(files)...)
+	}
+	_, _, err = c.WriteMsgUnix(msg, oob, nil)
+	return err
+}
+
+// launchMachine hands one operation to the sandbox's machine, starting it
+// when it is stopped.
+func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (*proc, error) {
+	for attempt := 1; ; attempt++ {
+		conn, err := p.connect(dir, id)
+		if err != nil {
+			return nil, err
+		}
+		pr, retry, err := p.handOver(conn, id, cfg, req, stdio)
+		if retry && attempt < machineAttempts {
+			continue
+		}
+		if retry {
+			err = &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine stopped as the operation started; try again"}
+		}
+		return pr, err
+	}
+}
+
+// handOver sends one operation and its descriptors to a machine. retry
+// says that the machine ended the connection before starting the
+// operation (it was stopping): nothing ran.
+func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
 	pr := &proc{id: id, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
 	line, err := json.Marshal(cfg)
 	if err != nil {
@@ -465,37 +531,47 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 		pr.closeHost()
 		return nil, retry, err
 	}
-	if _, err := pr.ctl.Write(append(line, '\n')); err != nil {
-		return fail(false, fmt.Errorf("local: sandbox %s: send the operation: %w", id, err))
-	}
-	body, err := json.Marshal(holdRequest{Version: holdVersion, Shared: shared, Any: cfg.Mode == modeFile})
-	if err != nil {
-		return fail(false, err)
-	}
-	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	msg = append(msg, body...)
-	_, _, err = conn.WriteMsgUnix(msg, unix.UnixRights(fdsOf(ends.files)...), nil)
+	// The configuration goes into the control pipe first; a large one
+	// (a long argv, a big environment) is written by a goroutine, which
+	// the runner's reading, or the pipe's end, lets go.
+	written := make(chan struct{})
+	go func() {
+		_ = writeAll(pr.ctl, append(line, '\n'))
+		close(written)
+	}()
+	req.Op = reqRun
+	err = sendRequest(conn, req, ends.files)
 	// Our copies of the operation's ends go now (the caller's own files
-	// stay open): the spare holds the only ones.
+	// stay open): the runner holds the only ones.
 	ends.closeChild()
 	if err != nil {
+		pr.closeCtl(false)
+		<-written
 		return fail(true, nil)
 	}
 	replies := bufio.NewReader(conn)
 	r, err := readReply(replies)
 	switch {
 	case err != nil:
+		pr.closeCtl(false)
+		<-written
 		return fail(true, nil)
 	case r.Err != "":
+		pr.closeCtl(false)
+		<-written
 		m := statusMsg{Err: r.Err, Setup: r.Setup, Kind: r.Kind}
 		return fail(false, setupErr(id, m))
 	case !r.Started:
-		return fail(false, fmt.Errorf("local: sandbox %s: unexpected holder reply", id))
+		pr.closeCtl(false)
+		<-written
+		return fail(false, fmt.Errorf("local: sandbox %s: unexpected machine reply", id))
 	}
+	pr.written = written
 	pr.status = json.NewDecoder(pr.statusR)
 	ends.outs.start(ends.copyTo...)
-	// The spare's exit is reported by the holder; a spare that reported
-	// the operation's end had already killed and reaped the rest of it.
+	// The runner's exit is reported by the init; a runner that reported
+	// the operation's end may live on (for what its command left
+	// running), and is not waited for.
 	replied := make(chan error, 1)
 	go func() {
 		var werr error
@@ -525,15 +601,199 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, shar
 	return pr, false, nil
 }
 
-// readReply reads one line from a holder.
-func readReply(r *bufio.Reader) (holdReply, error) {
+// readReply reads one line from a machine.
+func readReply(r *bufio.Reader) (machineReply, error) {
 	line, err := r.ReadBytes('\n')
 	if err != nil {
-		return holdReply{}, err
+		return machineReply{}, err
 	}
-	var h holdReply
+	var h machineReply
 	if err := json.Unmarshal(line, &h); err != nil {
-		return holdReply{}, fmt.Errorf("holder reply: %w", err)
+		return machineReply{}, fmt.Errorf("machine reply: %w", err)
 	}
 	return h, nil
+}
+
+// Start starts the sandbox's machine unless it runs.
+func (p *Provider) Start(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, dir, err := p.load(id)
+	if err != nil {
+		return err
+	}
+	if p.weak {
+		return nil
+	}
+	return p.ensureMachine(dir, id)
+}
+
+// Stop ends every process of the sandbox (SIGTERM, then SIGKILL after a
+// grace period) and its machine; its files stay. Stopping a stopped
+// sandbox does nothing.
+func (p *Provider) Stop(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, dir, err := p.load(id)
+	if err != nil {
+		return err
+	}
+	if err := p.stopMachine(dir, stopGrace); err != nil {
+		return fmt.Errorf("local: stop sandbox %s: %w", id, err)
+	}
+	p.cg.removeSandbox(id)
+	return nil
+}
+
+// TakeNote returns, once, what the sandbox's last start found: a machine
+// that had ended without a stop.
+func (p *Provider) TakeNote(id string) string {
+	dir, err := p.sandboxDir(id)
+	if err != nil {
+		return ""
+	}
+	if os.Remove(filepath.Join(dir, crashedFile)) != nil {
+		return ""
+	}
+	return "sandbox " + id + " had stopped without being asked to (its machine was killed, or the host restarted); it was started again with its files intact, but its processes and /tmp are gone"
+}
+
+// machineConn connects to the running machine of sandbox id for a request
+// that needs no operation; running is false (and the connection nil) when
+// the sandbox is stopped.
+func (p *Provider) machineConn(ctx context.Context, id, verb string) (c *net.UnixConn, dir string, running bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", false, err
+	}
+	_, dir, err = p.load(id)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if p.weak {
+		return nil, dir, false, providers.Errorf(providers.ErrUnsupported, Name, verb, "the weak mode (%s=1) has no machine whose processes outlive a command", weakEnvVar)
+	}
+	c, err = p.dialMachine(dir)
+	if err != nil {
+		if _, alive := liveMachine(dir); alive {
+			return nil, dir, false, fmt.Errorf("local: %s in %s: the machine does not answer: %w", verb, id, err)
+		}
+		return nil, dir, false, nil
+	}
+	// A cancelled request ends with its connection (the caller closes
+	// it, which ends the watch too).
+	context.AfterFunc(ctx, func() { c.Close() })
+	return c, dir, true, nil
+}
+
+// Processes lists the processes of the sandbox's machine, and the
+// background commands that ended since it started; a stopped sandbox has
+// none.
+func (p *Provider) Processes(ctx context.Context, id string) ([]providers.Process, error) {
+	c, _, running, err := p.machineConn(ctx, id, "ps")
+	if err != nil || !running {
+		return nil, err
+	}
+	defer c.Close()
+	r, err := p.ask(c, machineRequest{Op: reqPs}, nil)
+	if err == nil && r.Err != "" {
+		err = errors.New(r.Err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: ps in %s: %w", id, err)
+	}
+	return r.Procs, nil
+}
+
+// Signal sends sig to the process pid of the sandbox's machine.
+func (p *Provider) Signal(ctx context.Context, id string, pid int, sig syscall.Signal) error {
+	c, _, running, err := p.machineConn(ctx, id, "kill")
+	if err != nil {
+		return err
+	}
+	if !running {
+		return providers.Errorf(providers.ErrNotFound, Name, "kill", "no process with pid %d: sandbox %s is stopped", pid, id)
+	}
+	defer c.Close()
+	r, err := p.ask(c, machineRequest{Op: reqKill, PID: pid, Signal: int(sig)}, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("local: kill %d in %s: %w", pid, id, err)
+	case r.Err != "":
+		return &providers.Error{Kind: sentinel(r.Kind), Provider: Name, Op: "kill", Msg: r.Err}
+	}
+	return nil
+}
+
+// logFollowTick is how often a followed log is read again while its
+// command runs.
+const logFollowTick = 100 * time.Millisecond
+
+// Logs copies the output of the background command pid into w; with
+// follow it keeps copying until the command ends. It returns the
+// command's exit status once it has ended. The log of a stopped sandbox's
+// command is what it wrote until the stop.
+func (p *Provider) Logs(ctx context.Context, id string, pid int, follow bool, w io.Writer) (*int, error) {
+	c, dir, running, err := p.machineConn(ctx, id, "logs")
+	if err != nil {
+		return nil, err
+	}
+	if !running {
+		f, err := os.OpenFile(filepath.Join(dir, logName(pid)), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return nil, providers.Errorf(providers.ErrNotFound, Name, "logs", "no background command with pid %d in sandbox %s", pid, id)
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return nil, err
+	}
+	defer c.Close()
+	var fds []*os.File
+	r, err := p.ask(c, machineRequest{Op: reqLogs, PID: pid, Follow: follow}, &fds)
+	defer func() {
+		for _, f := range fds {
+			f.Close()
+		}
+	}()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("local: logs of %d in %s: %w", pid, id, err)
+	case r.Err != "":
+		return nil, &providers.Error{Kind: sentinel(r.Kind), Provider: Name, Op: "logs", Msg: r.Err}
+	case len(fds) != 1:
+		return nil, fmt.Errorf("local: logs of %d in %s: the machine sent no log", pid, id)
+	}
+	log := fds[0]
+	if _, err := io.Copy(w, log); err != nil {
+		return nil, err
+	}
+	if r.Code != nil || !follow {
+		return r.Code, nil
+	}
+	ended := make(chan machineReply, 1)
+	go func() {
+		last, _ := readReply(bufio.NewReader(c))
+		ended <- last
+	}()
+	t := time.NewTicker(logFollowTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case last := <-ended:
+			if _, err := io.Copy(w, log); err != nil {
+				return nil, err
+			}
+			if last.Code == nil {
+				return nil, fmt.Errorf("local: logs of %d in %s: the machine stopped", pid, id)
+			}
+			return last.Code, nil
+		case <-t.C:
+			if _, err := io.Copy(w, log); err != nil {
+				return nil, err
+			}
+		}
+	}
 }

@@ -28,23 +28,28 @@ const (
 	startByte = 'S'
 )
 
-// Init modes: exec and file are one operation each (run by a cold init, or
-// by a spare a holder hands the operation to); hold is a sandbox's
-// long-lived holder (see holder.go); spare is the configuration a holder
-// sends to each operation init it prepares.
+// Init modes: exec and file are one operation each (run by a runner of
+// the sandbox's machine, or by a weak-mode init); machine is a sandbox's
+// long-lived init (see machine.go); spare is the configuration the
+// machine sends to each runner it prepares.
 const (
-	modeExec  = "exec"
-	modeFile  = "file"
-	modeHold  = "hold"
-	modeSpare = "spare"
+	modeExec    = "exec"
+	modeFile    = "file"
+	modeMachine = "machine"
+	modeSpare   = "spare"
 )
 
 // initConfig is everything the init needs; it travels over the control pipe
 // and never through argv or the environment.
 type initConfig struct {
 	Mode string `json:"mode"`
-	// Root is the host directory the new root's tmpfs is mounted on.
-	Root string `json:"root"`
+	// Root is the host directory the new root is mounted on: an
+	// overlay of RootLayer (Upper and Work; Skel, an empty directory,
+	// is its lower layer), so that every path of the sandbox is
+	// writable and persists across stops.
+	Root      string     `json:"root"`
+	Skel      string     `json:"skel,omitempty"`
+	RootLayer mountLayer `json:"root_layer,omitzero"`
 	// Layers are overlaid at /<Name>: Lower from the host, Upper and
 	// Work in the sandbox's state directory.
 	Layers []mountLayer `json:"layers"`
@@ -83,20 +88,27 @@ type initConfig struct {
 	// then overlaps the mounts instead of preceding them.
 	Gated bool `json:"gated,omitempty"`
 
-	// Exec mode.
-	Argv []string `json:"argv,omitempty"`
-	Env  []string `json:"env,omitempty"`
-	Cwd  string   `json:"cwd,omitempty"`
+	// Exec mode. Background detaches the command (see runBackground).
+	Argv       []string `json:"argv,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	Cwd        string   `json:"cwd,omitempty"`
+	Background bool     `json:"background,omitempty"`
 
 	// File mode.
 	File *fileRequest `json:"file,omitempty"`
 
-	// Hold mode: the sandbox's host directory (its metadata vanishing
-	// ends the holder) and how long the holder stays without work.
-	// Identity names the holder's socket.
-	StateDir string `json:"state_dir,omitempty"`
+	// Machine mode: how long the machine stays without operations
+	// before it stops (0: until stopped), the identity in its socket's
+	// name, and its pid as the host sees it (in its records).
 	IdleNS   int64  `json:"idle_ns,omitempty"`
 	Identity string `json:"identity,omitempty"`
+	HostPID  int    `json:"host_pid,omitempty"`
+
+	// exeFD is the init's binary, kept for the runners (machine only);
+	// inDomain says that the process is in its machine's Landlock
+	// domain already (a runner).
+	exeFD    int
+	inDomain bool
 }
 
 // mountLayer is one overlay mount of the new root.
@@ -144,6 +156,8 @@ type fileRequest struct {
 type statusMsg struct {
 	// Exit is the command's status (exec mode): the command ran.
 	Exit *int `json:"exit,omitempty"`
+	// PID is a background command's, once it started.
+	PID int `json:"pid,omitempty"`
 	// Open says that a streaming file operation started and its data
 	// follows on stdout.
 	Open bool `json:"open,omitempty"`

@@ -42,12 +42,11 @@ var (
 	_ providers.Provider = (*Provider)(nil)
 	_ providers.Grepper  = (*Provider)(nil)
 	_ providers.Closer   = (*Provider)(nil)
+	_ providers.Machine  = (*Provider)(nil)
 )
 
-// Provider runs sandboxes as directories under its state directory. It is
-// safe for concurrent use. Between calls, a sandbox used more than once
-// keeps a holder process (see holder.go) until it has been idle for a
-// while or is deleted.
+// Provider runs sandboxes as machines whose files live under its state
+// directory (see machine.go). It is safe for concurrent use.
 type Provider struct {
 	// dir holds one directory per sandbox.
 	dir string
@@ -60,29 +59,16 @@ type Provider struct {
 	// links are host top-level symlinks reproduced in the new root
 	// (merged-/usr systems: /bin -> usr/bin, ...).
 	links []link
-	// identity names the holders this binary starts (exeIdentity).
+	// identity names the machines this binary starts (exeIdentity).
 	identity string
-	// holderIdle is how long a sandbox's holder stays without operations
-	// (defaultHolderIdle; tests shorten it).
-	holderIdle time.Duration
-	// coldOnly runs every operation in a cold init, never in a holder
-	// (tests of the cold path).
-	coldOnly bool
-	// poolIdle is how long a pooled init waits for an operation
-	// (defaultPoolIdle; tests shorten it); noPool starts every cold init
-	// on the spot, never from the pool (see pool.go).
-	poolIdle time.Duration
-	noPool   bool
 	// spread says that the file system spreads the directories made in
 	// dir and in the work slots across its block groups (see
 	// spreadChildren).
 	spread bool
 	// trashed says that an init may have put work directories in the
-	// trash since the last reaper was started (see retireWork), and
-	// poolWanted that a cold command ran since (or tried to take) the
-	// last pooled init: the next reaper starts one.
-	trashed, poolWanted atomic.Bool
-	// bg waits for the inits still exiting after their operations.
+	// trash since the last reaper was started (see retireWork).
+	trashed atomic.Bool
+	// bg is work started beside the callers' (reapers, cgroups).
 	bg background
 	// cg is what this host lets the provider do with cgroups.
 	cg cgroups
@@ -90,8 +76,6 @@ type Provider struct {
 	masks []string
 	// weak runs commands without namespaces (see weak.go), by request.
 	weak bool
-	// probeOnCreate makes Create try a command first (see probe.go).
-	probeOnCreate bool
 	// base is the layer laid over the host's /etc (see etcBase).
 	base etcBase
 }
@@ -105,29 +89,26 @@ func New(cfg providers.Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
-	for _, d := range []string{rootMount, workPool, trashDir} {
+	for _, d := range []string{rootMount, workPool, trashDir, skelDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("local: create state directory: %w", err)
 		}
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), holderIdle: defaultHolderIdle, poolIdle: defaultPoolIdle, noPool: cfg.Lookup(poolEnvVar) == "0", weak: cfg.Lookup(weakEnvVar) == "1"}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), weak: cfg.Lookup(weakEnvVar) == "1"}
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
 	p.masks = providerMasks(dir, p.layers, p.uid, os.Getenv("HOME"))
-	p.probeOnCreate = needsProbe(p.uid, p.weak, apparmorUserns)
 	return p, nil
 }
 
-// Close waits for the inits still exiting after their operations (see
-// background), then starts a reaper, unless one was started since, for
-// what this provider's commands left to the background: the work directories their
-// inits put in the trash, and the pooled init for the next cold command
-// (see pool.go). The commands' own time is then not spent on either.
+// Close waits for the work started beside its callers (see background),
+// then starts a reaper, unless one was started since, for the work
+// directories this provider's machines put in the trash.
 func (p *Provider) Close() error {
 	p.bg.wg.Wait()
-	if p.trashed.Load() || p.poolWanted.Load() {
+	if p.trashed.Load() {
 		p.startReaper(filepath.Join(p.dir, trashDir))
 	}
 	return nil
@@ -173,8 +154,23 @@ type meta struct {
 	Env       map[string]string   `json:"env,omitempty"`
 	Network   providers.Network   `json:"network"`
 	Resources providers.Resources `json:"resources,omitempty"`
+	// AutoStopNS stops the machine after this long without an
+	// operation: zero is DefaultAutoStop, negative never.
+	AutoStopNS int64 `json:"auto_stop_ns,omitempty"`
 	// Weak records that the sandbox was used in the weak mode.
 	Weak bool `json:"weak,omitempty"`
+}
+
+// autoStop is how long the machine stays without operations; zero means
+// until it is stopped.
+func (m meta) autoStop() time.Duration {
+	switch {
+	case m.AutoStopNS == 0:
+		return DefaultAutoStop
+	case m.AutoStopNS < 0:
+		return 0
+	}
+	return time.Duration(m.AutoStopNS)
 }
 
 func (m meta) info() providers.Info {
@@ -201,12 +197,15 @@ func (m meta) isolation() string {
 	return ""
 }
 
-// info describes a sandbox as this provider runs it: a sandbox used in the
-// weak mode is labelled so, whatever mode created it.
-func (p *Provider) info(m meta) providers.Info {
+// info describes a sandbox as this provider runs it, in the state its
+// machine is in now: a sandbox used in the weak mode (which has no
+// machine, and is always ready) is labelled so, whatever mode created it.
+func (p *Provider) info(m meta, dir string) providers.Info {
 	info := m.info()
 	if p.weak {
 		info.Isolation = isolationWeak
+	} else {
+		info.State = machineState(dir)
 	}
 	return info
 }
@@ -267,8 +266,8 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if err := p.cg.check(spec.Resources); err != nil {
 		return providers.Info{}, err
 	}
-	// A new sandbox's first command is a cold one, whose init is moved
-	// into cgroups: start the wait that move involves now (see prewarm).
+	// The machine's init is moved into cgroups: start the wait that
+	// move involves now (see prewarm).
 	p.cg.prewarm()
 	switch spec.Network {
 	case providers.NetworkDefault, providers.NetworkOn, providers.NetworkOff:
@@ -300,6 +299,12 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		Resources: spec.Resources,
 		Weak:      p.weak,
 	}
+	switch {
+	case spec.AutoStop < 0:
+		m.AutoStopNS = -1
+	case spec.AutoStop > 0:
+		m.AutoStopNS = int64(spec.AutoStop)
+	}
 	if m.Network == providers.NetworkDefault {
 		m.Network = providers.NetworkOff
 	}
@@ -307,17 +312,22 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		_ = removeTree(dir)
 		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
 	}
-	if p.probeOnCreate {
-		if err := p.probe(dir, id); err != nil {
-			_ = removeTree(dir)
-			return providers.Info{}, err
-		}
-	}
 	if err := writeJSONAtomic(filepath.Join(dir, metaFile), m); err != nil {
 		_ = removeTree(dir)
 		return providers.Info{}, fmt.Errorf("local: create sandbox %s: %w", id, err)
 	}
-	return p.info(m), nil
+	// A sandbox is created running, as every provider's is: a host
+	// that refuses it fails here (exit 125, with the fix), not at
+	// every command afterwards.
+	if !p.weak {
+		if err := p.ensureMachine(dir, id); err != nil {
+			_ = os.Remove(filepath.Join(dir, metaFile))
+			_ = p.killMachine(dir)
+			_ = removeTree(dir)
+			return providers.Info{}, err
+		}
+	}
+	return p.info(m, dir), nil
 }
 
 // populate creates the directory skeleton of a new sandbox.
@@ -377,11 +387,11 @@ func (p *Provider) Get(ctx context.Context, id string) (providers.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return providers.Info{}, err
 	}
-	m, _, err := p.load(id)
+	m, dir, err := p.load(id)
 	if err != nil {
 		return providers.Info{}, err
 	}
-	return p.info(m), nil
+	return p.info(m, dir), nil
 }
 
 // List returns the sandboxes whose labels match filter, oldest first.
@@ -398,13 +408,13 @@ func (p *Provider) List(ctx context.Context, filter providers.Filter) ([]provide
 		if !e.IsDir() || !validID(e.Name()) {
 			continue
 		}
-		m, _, err := p.load(e.Name())
+		m, dir, err := p.load(e.Name())
 		if err != nil {
 			// Half-created or half-deleted: not a sandbox.
 			continue
 		}
 		if filter.Matches(m.Labels) {
-			out = append(out, p.info(m))
+			out = append(out, p.info(m, dir))
 		}
 	}
 	slices.SortFunc(out, func(a, b providers.Info) int {
@@ -441,14 +451,16 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if err := os.Remove(filepath.Join(dir, metaFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
-	// The holder goes before its mounts' directories do; one that starts
-	// after this finds the metadata gone and exits.
-	if err := stopHolder(dir); err != nil {
+	// The machine goes, with every process of the sandbox, before its
+	// directories do; a start that waited for the lock meanwhile finds
+	// the metadata gone.
+	if err := p.killMachine(dir); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
 	if err := p.discard(dir, id); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
-	p.bg.after(id, func() { p.cg.removeSandbox(id) })
+	// Every process of the sandbox is gone: its cgroups can go.
+	p.cg.removeSandbox(id)
 	return nil
 }

@@ -94,26 +94,20 @@ func (p *Provider) discard(dir, id string) error {
 // startReaper starts a reaper for trash unless one is at work: a reaper
 // holds the trash lock while it removes and lists the trash again after
 // releasing it, so an entry renamed in while the lock was held is seen.
-// When a cold command asked for a pooled init since the last reaper, one
-// starts anyway, and starts the pooled init first.
 func (p *Provider) startReaper(trash string) {
 	// Whatever this provider's inits put in the trash until now is
 	// there to be seen by the reaper started here or the one at work.
 	p.trashed.Store(false)
-	pool := p.poolWanted.Swap(false) && !p.weak && !p.noPool
 	lock, err := os.OpenFile(filepath.Join(trash, trashLock), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return
 	}
 	busy := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
 	lock.Close()
-	if busy && !pool {
+	if busy {
 		return
 	}
 	args := []string{reapArgv0, trash}
-	if pool {
-		args = append(args, filepath.Join(p.dir, poolDir, poolSockName(p.identity)), strconv.FormatInt(int64(p.poolIdle), 10))
-	}
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: args,
@@ -132,15 +126,8 @@ func (p *Provider) startReaper(trash string) {
 // trashLock is the lock file a reaper holds while it works.
 const trashLock = ".lock"
 
-// runReaper starts a pooled init when pool holds its socket's path and
-// idle time (see startPooled), then empties the trash directory; it
-// returns the exit code.
-func runReaper(trash string, pool []string) int {
-	if len(pool) == 2 {
-		if idle, err := strconv.ParseInt(pool[1], 10, 64); err == nil {
-			startPooled(filepath.Dir(pool[0]), filepath.Base(pool[0]), time.Duration(idle))
-		}
-	}
+// runReaper empties the trash directory; it returns the exit code.
+func runReaper(trash string) int {
 	// Background work: it yields the CPU to whatever runs in the
 	// foreground.
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, 10)

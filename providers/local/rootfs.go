@@ -66,21 +66,23 @@ func buildTree(cfg *initConfig) error {
 		return &setupError{err: mountErr("make / private", err), unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
 	}
 	root := cfg.Root
-	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
-		return &setupError{err: mountErr("root tmpfs", err), unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
+	if err := mountRootLayer(root, cfg); err != nil {
+		return err
 	}
 	if err := mountLayers(root, cfg); err != nil {
 		return err
 	}
 	for _, l := range cfg.Links {
-		if err := os.Symlink(l.Target, filepath.Join(root, l.Name)); err != nil {
+		// Made at the first start; the sandbox may have changed it
+		// since, which is its own business.
+		if err := os.Symlink(l.Target, filepath.Join(root, l.Name)); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
 	}
 	binds := []struct{ src, dst string }{{cfg.Workspace, "/workspace"}, {cfg.HomeSrc, cfg.Home}}
 	for _, b := range binds {
 		target := filepath.Join(root, b.dst)
-		if err := os.MkdirAll(target, 0o755); err != nil {
+		if err := os.MkdirAll(target, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
 		if err := unix.Mount(b.src, target, "", unix.MS_BIND, ""); err != nil {
@@ -95,11 +97,10 @@ func buildTree(cfg *initConfig) error {
 	return nil
 }
 
-// enterRoot gives the tree built by buildTree its per-operation mounts (a
-// private /tmp, /run, /dev and a fresh /proc for the current PID
-// namespace, sized by cfg.Limits), pivots into it, masks secrets and makes
-// the root read-only. Mount points on the root tmpfs may exist already: a
-// holder's tree is shared by all its operations.
+// enterRoot gives the tree built by buildTree the machine's own mounts (a
+// private /tmp, /run, /dev and a fresh /proc for its PID namespace, sized
+// by cfg.Limits), pivots into it and masks secrets. Their mount points
+// persist in the root layer from one start to the next.
 func enterRoot(cfg *initConfig) error {
 	root := cfg.Root
 	tmpfses := []struct{ dst, opts string }{
@@ -126,20 +127,24 @@ func enterRoot(cfg *initConfig) error {
 	if err := buildDev(root+"/dev", cfg.Limits.ShmSize); err != nil {
 		return err
 	}
-	// Operations of one holder share the root tmpfs: each has its own
-	// mask source.
+	// Landlock lets the sandbox write anywhere in its root: /proc (its
+	// sysctls, other processes' files) and /dev itself (not its shm and
+	// pts, nor writing to its devices) are read-only mounts instead.
+	for _, d := range []string{"/proc", "/dev"} {
+		if err := unix.MountSetattr(unix.AT_FDCWD, root+d, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return mountErr("read-only "+d, err)
+		}
+	}
 	mask := maskSource + "-" + rand.Text()
 	if err := os.WriteFile(root+mask, nil, 0); err != nil {
 		return err
 	}
+	// The host's resolver configuration, for the commands run in the
+	// host's network: a detached copy of the host's file, taken before
+	// the pivot and attached inside after it.
 	resolv := -1
-	if cfg.SharedNet {
-		// A detached copy of the host's file, taken before the pivot
-		// and attached inside after it.
-		fd, err := unix.OpenTree(unix.AT_FDCWD, "/etc/resolv.conf", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err == nil {
-			resolv = fd
-		}
+	if fd, err := unix.OpenTree(unix.AT_FDCWD, "/etc/resolv.conf", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err == nil {
+		resolv = fd
 	}
 	if err := pivot(root); err != nil {
 		return err
@@ -151,14 +156,27 @@ func enterRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := applyMasks(mask, cfg.Masks); err != nil {
+	return applyMasks(mask, cfg.Masks)
+}
+
+// mountRootLayer mounts the sandbox's root: an overlay whose lower layer
+// is an empty directory and whose upper layer is the sandbox's, so that
+// anything made outside the system directories (/srv, /home/user, /data)
+// is the sandbox's own and lasts, like the rest of its files, until it is
+// deleted.
+func mountRootLayer(root string, cfg *initConfig) error {
+	l := cfg.RootLayer
+	if err := os.MkdirAll(l.Upper, 0o755); err != nil {
 		return err
 	}
-	// The root tmpfs only holds mount points: read-only from now on.
-	if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return mountErr("read-only /", err)
+	retireWork(l.Work, cfg.Trash, cfg.Spread)
+	opts := "lowerdir=" + overlayEscape(cfg.Skel) + ",upperdir=" + overlayEscape(l.Upper) +
+		",workdir=" + overlayEscape(l.Work) + ",userxattr,volatile"
+	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return &setupError{err: fmt.Errorf("the sandbox's root overlay: %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", err),
+			unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
 	}
-	return nil
+	return unix.Chmod(root, 0o755)
 }
 
 // mountLayers mounts the overlays of the new root.
@@ -185,7 +203,7 @@ func mountLayers(root string, cfg *initConfig) error {
 // mountOverlay mounts one overlay of the new root.
 func mountOverlay(root string, l mountLayer, cfg *initConfig) error {
 	target := filepath.Join(root, l.Name)
-	if err := os.Mkdir(target, 0o755); err != nil {
+	if err := mkdirExist(target, 0o755); err != nil {
 		return err
 	}
 	retireWork(l.Work, cfg.Trash, cfg.Spread)

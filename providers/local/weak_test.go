@@ -99,13 +99,13 @@ func TestWeakMode(t *testing.T) {
 	if _, err := readAll(t, p, id, "/etc/shadow"); err == nil {
 		t.Error("read /etc/shadow in the weak mode")
 	}
-	// The weak mode has no namespaces in which a holder could keep the
+	// The weak mode has no namespaces in which a machine could keep the
 	// sandbox's mounts: however many operations ran, none started one.
-	if _, alive := liveHolder(filepath.Join(p.dir, id)); alive {
-		t.Error("the weak mode started a holder")
+	if _, alive := liveMachine(filepath.Join(p.dir, id)); alive {
+		t.Error("the weak mode started a machine")
 	}
-	if _, err := os.Lstat(filepath.Join(p.dir, id, holderPidFile)); err == nil {
-		t.Error("the weak mode recorded a holder")
+	if _, err := os.Lstat(filepath.Join(p.dir, id, machinePidFile)); err == nil {
+		t.Error("the weak mode recorded a machine")
 	}
 	// A timeout ends the command and what it started.
 	start := time.Now()

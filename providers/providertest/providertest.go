@@ -17,7 +17,8 @@
 //
 // The commands the suite executes are limited to echo, cat, sleep, pwd, env,
 // exit N, true and false, sequences of them separated by ";", and a trailing
-// "> FILE" redirection, so that the in-memory fake provider can run them too.
+// "> FILE" redirection, so that the in-memory fake provider can run them too;
+// the session checks add cd and export.
 // A capability the provider does not declare is not exercised; where the
 // contract says what an undeclared capability must do (ErrUnsupported), the
 // suite checks that instead.
@@ -87,6 +88,7 @@ func Run(t *testing.T, opts Options) {
 	t.Run("files", s.fileChecks)
 	t.Run("transfer", s.transferChecks)
 	t.Run("grep", s.grepChecks)
+	t.Run("session", s.sessionChecks)
 }
 
 // suite holds what every group shares.

@@ -1,0 +1,295 @@
+package local
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// runForeground runs a command of the machine for a caller that waits for
+// it: in a session of its own (its process group is the command's), with
+// its outputs relayed to the caller's until it exits. Then the status is
+// reported and the caller's ends are closed, while what the command left
+// running in the background keeps outputs that never break: the runner
+// reads and drops what they write until the last of them is gone. The
+// control pipe stays open while the caller waits; its end before the
+// command's (a cancellation, a timeout, a dead CLI) kills the command's
+// process group.
+func runForeground(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
+	path, cwd, code, ok := resolveCommand(cfg, rep)
+	if !ok {
+		return code
+	}
+	var outs []*relay
+	release := func() {
+		for _, o := range outs {
+			o.close()
+		}
+	}
+	for _, fd := range []int{1, 2} {
+		o, err := newRelay(fd)
+		if err != nil {
+			release()
+			rep.fail(err)
+			return 125
+		}
+		outs = append(outs, o)
+	}
+	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
+		Dir:   cwd,
+		Env:   cfg.Env,
+		Files: []uintptr{0, uintptr(outs[0].w), uintptr(outs[1].w)},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	for _, o := range outs {
+		o.closeWriter()
+	}
+	if err != nil {
+		release()
+		return execFailed(rep, cfg.Argv[0], err)
+	}
+	for _, o := range outs {
+		go o.forward()
+	}
+	var exited atomic.Bool
+	go func() {
+		for {
+			if _, err := ctl.ReadByte(); err != nil {
+				break
+			}
+		}
+		if !exited.Load() {
+			_ = unix.Kill(-pid, unix.SIGKILL)
+		}
+	}()
+	status := waitFor(pid)
+	exited.Store(true)
+	for _, o := range outs {
+		o.finish()
+	}
+	exitWith(rep, status)
+	if c, ok := rep.w.(io.Closer); ok {
+		_ = c.Close()
+	}
+	_ = unix.Close(0)
+	var wg sync.WaitGroup
+	for _, o := range outs {
+		wg.Go(o.discard)
+	}
+	wg.Wait()
+	return status
+}
+
+// runBackground starts a command detached from its caller: the runner
+// reports its own pid, becomes the leader of a new session and executes
+// the command, whose output goes to the log the init opened as its stdout
+// and stderr. The init records its end.
+func runBackground(cfg *initConfig, rep *reporter) int {
+	path, cwd, code, ok := resolveCommand(cfg, rep)
+	if !ok {
+		return code
+	}
+	if _, err := unix.Setsid(); err != nil {
+		rep.fail(err)
+		return 125
+	}
+	if err := unix.Chdir(cwd); err != nil {
+		rep.fail(err)
+		return 125
+	}
+	rep.send(statusMsg{PID: os.Getpid()})
+	err := unix.Exec(path, cfg.Argv, cfg.Env)
+	return execFailed(rep, cfg.Argv[0], err)
+}
+
+// waitFor waits for the child pid and returns its status as a shell
+// reports it (128+signal for a killed command). A runner's only children
+// are its command: the command's orphans go to the machine's init.
+func waitFor(pid int) int {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 125
+		}
+		return exitCode(ws)
+	}
+}
+
+// relayBuf is the size of a relay's moves and of its pipe.
+const relayBuf = 1 << 20
+
+// relay carries one output of a command (the pipe r, w) to the caller's
+// descriptor out while the command runs.
+type relay struct {
+	r, w, out int
+	// wake tells forward that the command exited (an eventfd).
+	wake      int
+	forwarded chan struct{}
+	// broken says that out no longer takes data; copy says that out
+	// takes no splice.
+	broken, copy bool
+	buf          []byte
+}
+
+// newRelay makes the pipe of the output out.
+func newRelay(out int) (*relay, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, err
+	}
+	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, relayBuf)
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, err
+	}
+	return &relay{r: p[0], w: p[1], out: out, wake: wake, forwarded: make(chan struct{})}, nil
+}
+
+// closeWriter closes the runner's copy of the pipe's write end.
+func (o *relay) closeWriter() {
+	if o.w >= 0 {
+		unix.Close(o.w)
+		o.w = -1
+	}
+}
+
+// close releases a relay that never forwarded.
+func (o *relay) close() {
+	o.closeWriter()
+	unix.Close(o.r)
+	unix.Close(o.wake)
+}
+
+// forward moves what arrives on the pipe to out until the command exits
+// (finish wakes it), every writer is gone, or out breaks.
+func (o *relay) forward() {
+	defer close(o.forwarded)
+	fds := []unix.PollFd{{Fd: int32(o.r), Events: unix.POLLIN}, {Fd: int32(o.wake), Events: unix.POLLIN}}
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		n, err := o.move(relayBuf)
+		if err != nil {
+			o.broken = true
+			return
+		}
+		if n == 0 {
+			return // every writer is gone
+		}
+	}
+}
+
+// finish stops forward, moves what the command wrote before it exited
+// (all of it is in the pipe by then) and closes out.
+func (o *relay) finish() {
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(o.wake, one[:])
+	<-o.forwarded
+	if !o.broken {
+		n, err := unix.IoctlGetInt(o.r, unix.TIOCINQ)
+		for err == nil && n > 0 {
+			moved, merr := o.move(n)
+			if merr != nil || moved <= 0 {
+				break
+			}
+			n -= moved
+		}
+	}
+	unix.Close(o.out)
+	unix.Close(o.wake)
+}
+
+// move moves up to max bytes from the pipe to out: spliced where out
+// takes it (a pipe, a file, a socket), else copied.
+func (o *relay) move(max int) (int, error) {
+	for {
+		if !o.copy {
+			n, err := unix.Splice(o.r, nil, o.out, nil, max, unix.SPLICE_F_MOVE)
+			switch err {
+			case unix.EINTR:
+				continue
+			case unix.EINVAL:
+				o.copy = true
+			default:
+				return int(n), err
+			}
+		}
+		if o.buf == nil {
+			o.buf = make([]byte, 64<<10)
+		}
+		n, err := unix.Read(o.r, o.buf[:min(max, len(o.buf))])
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 {
+			return 0, err
+		}
+		for b := o.buf[:n]; len(b) > 0; {
+			w, err := unix.Write(o.out, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			b = b[w:]
+		}
+		return n, nil
+	}
+}
+
+// discard reads and drops what the command's leftovers write, until the
+// last of them closes the pipe.
+func (o *relay) discard() {
+	null, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		defer unix.Close(null)
+	}
+	buf := make([]byte, 16<<10)
+	for {
+		if err == nil {
+			n, serr := unix.Splice(o.r, nil, null, nil, relayBuf, unix.SPLICE_F_MOVE)
+			if serr == unix.EINTR {
+				continue
+			}
+			if serr == nil {
+				if n == 0 {
+					break
+				}
+				continue
+			}
+			err = serr // null takes no splice: read instead
+		}
+		n, rerr := unix.Read(o.r, buf)
+		if rerr == unix.EINTR {
+			continue
+		}
+		if n <= 0 {
+			break
+		}
+	}
+	unix.Close(o.r)
+}
