@@ -323,7 +323,7 @@ func TestIsolationView(t *testing.T) {
 		{"fds", "ls /proc/self/fd | tr '\\n' ' '", "0 1 2 3 "},
 		{"init-exe", "cat /proc/1/environ >/dev/null 2>&1 && echo open || echo denied", "denied\n"},
 		{"landlock-proc", "(echo x > /proc/self/comm) 2>/dev/null && echo written || echo denied", "denied\n"},
-		{"root-writable", "(touch /newfile && mkdir -p /srv/app /home/user) 2>/dev/null && echo written || echo denied", "written\n"},
+		{"root-writable", "(touch /newfile && mkdir -p /srv/app /data) 2>/dev/null && echo written || echo denied", "written\n"},
 		{"proc-readonly", "(echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null && echo written || echo denied", "denied\n"},
 		{"mount", "(mount -t tmpfs none /tmp) 2>/dev/null && echo mounted || echo denied", "denied\n"},
 		{"no-tty", "(: > /dev/tty) 2>/dev/null && echo tty || echo none", "none\n"},

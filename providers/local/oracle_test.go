@@ -45,7 +45,7 @@ func TestEscapeOracleBwrap(t *testing.T) {
 		ownLayer bool
 	}{
 		{name: "write-workspace", cmd: `echo x > $W/ok$T`}, // sanity: allowed in both
-		{name: "write-root", cmd: `echo x > /o$T`},
+		{name: "write-root", cmd: `echo x > /o$T`, ownLayer: true}, // the machine's root is its own layer
 		{name: "write-etc", cmd: `echo x > /etc/o$T && test -e /etc/o$T`, ownLayer: true},
 		{name: "read-shadow", cmd: `cat /etc/shadow | grep -q .`},
 		{name: "read-host-secret", cmd: `cat $S | grep -q .`},
