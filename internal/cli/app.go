@@ -186,9 +186,10 @@ func (a *App) openOptions() (engine.OpenOptions, error) {
 		SetupTimeout: g.setupTimeout,
 		SetupOutput:  a.masker.Writer(a.streams.Err),
 		Spec: providers.Spec{
-			Env:     maps.Clone(a.sandboxEnv),
-			TTL:     g.ttl,
-			Network: providers.Network(g.network),
+			Env:      maps.Clone(a.sandboxEnv),
+			TTL:      g.ttl,
+			Network:  providers.Network(g.network),
+			AutoStop: g.autoStop.spec(),
 		},
 	}
 	res, err := a.resources()

@@ -20,8 +20,17 @@ func newCreateCmd(app *App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox (and run --sandbox-setup) and keep it",
-		Args:  cobra.NoArgs,
+		Long: `Create a sandbox (and run --sandbox-setup in it), keep it, and print its id.
+
+On providers whose sandboxes are machines (local), the sandbox is running: what
+one command starts keeps running for the next. It stops by itself after
+--auto-stop DUR without an operation (default 15m; --auto-stop 0 never stops
+it); a stopped sandbox keeps its files (not /tmp, nor its processes) and the
+next operation starts it again. See also stop, start, ps, kill and logs.`,
+		Args: cobra.NoArgs,
 		Example: `  sandbox create --ttl 2h
+  sandbox create --auto-stop 1h          # stop after an hour without operations
+  sandbox create --auto-stop 0           # never stop by itself
   sandbox create --sandbox-setup ./setup.sh --label project=demo --json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if app.flags.sandboxID != "" {
@@ -135,7 +144,7 @@ func newDeleteCmd(app *App) *cobra.Command {
 	var labels []string
 	cmd := &cobra.Command{
 		Use:     "delete [ID...]",
-		Aliases: []string{"kill", "rm"},
+		Aliases: []string{"rm"},
 		Short:   "Delete sandboxes by id, by label, all this tool created, or those whose --ttl has passed",
 		Example: `  sandbox delete sb-1a2b3c
   sandbox delete --label conv=42

@@ -38,18 +38,31 @@ func execRequest(shell string, args []string) (providers.ExecRequest, error) {
 
 func newExecCmd(app *App) *cobra.Command {
 	var cwd, shell string
+	var background bool
 	cmd := &cobra.Command{
 		Use:   "exec [flags] -- COMMAND [ARG...]",
 		Short: "Run a command; its exit status passes through",
+		Long: `Run a command in the sandbox; its exit status passes through.
+
+With --background the command starts detached and keeps running after exec
+returns: exec prints its pid (--json: {"pid": N, "sandbox": ID}) and exits 0.
+Its output is kept for ` + "`sandbox logs ID PID`" + `; ` + "`sandbox ps`" + ` lists it and
+` + "`sandbox kill`" + ` signals it. It needs a sandbox that outlives the call
+(--sandbox-id, --sandbox-label or --keep) on a provider with machines (local).`,
 		Example: `  sandbox exec -- python3 -c 'print(1)'
   sandbox exec 'ls -l | wc -l'
-  sandbox --sandbox-id sb-1a2b exec --cwd /workspace/src -- make test`,
+  sandbox --sandbox-id sb-1a2b exec --cwd /workspace/src -- make test
+  sandbox --sandbox-id sb-1a2b exec --background -- python3 -m http.server 8000`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := execRequest(shell, args)
 			if err != nil {
 				return err
 			}
 			req.Cwd = cwd
+			if background {
+				req.Background = true
+				return app.execBackground(cmd, req)
+			}
 			req.Timeout = app.flags.timeout
 			req.Network = providers.Network(app.flags.network)
 			if !app.streams.InTTY {
@@ -93,7 +106,34 @@ func newExecCmd(app *App) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory inside the sandbox (default /workspace)")
 	cmd.Flags().StringVarP(&shell, "command", "c", "", "run `STRING` with /bin/sh -c")
+	cmd.Flags().BoolVar(&background, "background", false, "start the command detached, print its pid and return (see ps, logs, kill)")
 	return cmd
+}
+
+// execBackground starts req detached in a sandbox that outlives this run
+// and prints its pid.
+func (app *App) execBackground(cmd *cobra.Command, req providers.ExecRequest) error {
+	g := app.flags
+	if g.sandboxID == "" && len(g.labels) == 0 && !g.keep {
+		return &UsageError{Err: errors.New("exec --background needs a sandbox that outlives this call: use --keep or --sandbox-id (a fresh sandbox would be deleted at once, and the command with it)")}
+	}
+	// Refused before a sandbox is created for nothing.
+	if _, err := app.engine.Machines(g.provider, g.sandboxID); err != nil {
+		return err
+	}
+	return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+		ctx, cancel := app.callContext(ctx)
+		defer cancel()
+		res, err := s.Exec(ctx, req)
+		if err != nil {
+			return timeoutErr(ctx, err)
+		}
+		if app.flags.json {
+			return output.JSON(app.streams.Out, map[string]any{"pid": res.PID, "sandbox": s.ID()})
+		}
+		fmt.Fprintln(app.streams.Out, res.PID)
+		return nil
+	})
 }
 
 // directPipe returns w as a file when it is a pipe, which a sandboxed

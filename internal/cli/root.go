@@ -121,6 +121,8 @@ type globalFlags struct {
 	// auditRequired refuses a gated operation whose audit record cannot
 	// be written (approval.GateOptions.AuditRequired).
 	auditRequired bool
+	// autoStop is --auto-stop (providers.Spec.AutoStop).
+	autoStop autoStopFlag
 }
 
 // jsonDocument marks a command whose --json output is one JSON document (an
@@ -138,9 +140,31 @@ func documentOutput(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// printsDocument reports whether cmd was marked by documentOutput.
+// jsonDocumentWhen names a boolean flag of a command whose --json output
+// is one JSON document when that flag is set (exec --background).
+const jsonDocumentWhen = "json-document-when"
+
+// documentOutputWhen marks cmd as printing one JSON document when its
+// boolean flag is set, and returns it.
+func documentOutputWhen(cmd *cobra.Command, flag string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[jsonDocumentWhen] = flag
+	return cmd
+}
+
+// printsDocument reports whether cmd was marked by documentOutput, or by
+// documentOutputWhen with its flag set.
 func printsDocument(cmd *cobra.Command) bool {
-	return cmd.Annotations[jsonDocument] == "true"
+	if cmd.Annotations[jsonDocument] == "true" {
+		return true
+	}
+	if flag := cmd.Annotations[jsonDocumentWhen]; flag != "" {
+		on, err := cmd.Flags().GetBool(flag)
+		return err == nil && on
+	}
+	return false
 }
 
 func newRootCmd(app *App) *cobra.Command {
@@ -189,14 +213,16 @@ deleted afterwards (unless --keep).`,
 	f.Float64Var(&g.cpus, "cpus", 0, "CPU limit of a created sandbox, in CPUs (e.g. 1.5), where the provider and host support it")
 	f.StringVar(&g.memory, "memory", "", "memory limit of a created sandbox (`SIZE`: 512m, 2g, or MiB), where the provider and host support it")
 	f.IntVar(&g.pids, "pids", 0, "process limit of a created sandbox, where the provider and host support it")
+	f.Var(&g.autoStop, "auto-stop", "stop a created sandbox after `DUR` without an operation (its files stay; the next operation starts it); 0 never")
 	f.BoolVar(&g.auditRequired, "audit-required", false, "refuse (exit 1) every operation whose audit record cannot be written, instead of running it unaudited")
 
 	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
-	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app)} {
+	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app),
+		documentOutput(newStopCmd(app)), documentOutput(newStartCmd(app)), documentOutput(newPsCmd(app)), newKillCmd(app), documentOutput(newLogsCmd(app))} {
 		c.GroupID = "life"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newExecCmd(app), documentOutput(newReadCmd(app)), newWriteCmd(app), newEditCmd(app), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app)} {
+	for _, c := range []*cobra.Command{documentOutputWhen(newExecCmd(app), "background"), documentOutput(newReadCmd(app)), newWriteCmd(app), newEditCmd(app), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app)} {
 		c.GroupID = "ops"
 		root.AddCommand(c)
 	}

@@ -114,6 +114,7 @@ func (p *Provider) lookup(id, op, name string) (*box, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	p.wake(b)
 	clean, err := cleanPath(name)
 	if err != nil {
 		return nil, "", err

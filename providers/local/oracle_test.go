@@ -44,7 +44,7 @@ func TestEscapeOracleBwrap(t *testing.T) {
 		// only the host check afterwards decides.
 		ownLayer bool
 	}{
-		{name: "write-workspace", cmd: `echo x > $W/ok$T`}, // sanity: allowed in both
+		{name: "write-workspace", cmd: `echo x > $W/ok$T`},         // sanity: allowed in both
 		{name: "write-root", cmd: `echo x > /o$T`, ownLayer: true}, // the machine's root is its own layer
 		{name: "write-etc", cmd: `echo x > /etc/o$T && test -e /etc/o$T`, ownLayer: true},
 		{name: "read-shadow", cmd: `cat /etc/shadow | grep -q .`},
