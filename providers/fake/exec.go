@@ -49,11 +49,13 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	if req.Background {
 		return p.background(ctx, id, req)
 	}
-	return p.exec(ctx, id, req)
+	return p.exec(ctx, id, req, nil)
 }
 
-// exec runs a command in the foreground.
-func (p *Provider) exec(ctx context.Context, id string, req providers.ExecRequest) (providers.ExecResult, error) {
+// exec runs a command in the foreground, or for the background command bg:
+// that one does not start a stopped sandbox, and does not run at all when
+// it was killed before it began.
+func (p *Provider) exec(ctx context.Context, id string, req providers.ExecRequest, bg *proc) (providers.ExecResult, error) {
 	start := time.Now()
 	if (len(req.Argv) == 0) == (req.Shell == "") {
 		return providers.ExecResult{}, invalid("exec", "exactly one of Argv and Shell must be set")
@@ -62,8 +64,14 @@ func (p *Provider) exec(ctx context.Context, id string, req providers.ExecReques
 
 	p.mu.Lock()
 	b, err := p.box(id, "exec")
-	if err == nil {
+	switch {
+	case err != nil:
+	case bg == nil:
 		p.wake(b)
+	case bg.signal != 0:
+		err = fmt.Errorf("fake: exec: killed before it began: %w", context.Canceled)
+	}
+	if err == nil {
 		r.env = maps.Clone(b.env)
 		cwd := req.Cwd
 		if cwd == "" {

@@ -88,7 +88,7 @@ func (p *Provider) background(ctx context.Context, id string, req providers.Exec
 	fg.Stdout, fg.Stderr = procWriter{p, pr}, procWriter{p, pr}
 	go func() {
 		defer cancel()
-		res, err := p.exec(rctx, id, fg)
+		res, err := p.exec(rctx, id, fg, pr)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		code := res.ExitCode
