@@ -84,6 +84,15 @@ func applyLandlock(cfg *initConfig) (int, error) {
 		HandledAccessFS: landlock.V11.HandledAccessFS,
 		Scoped:          landlock.V11.Scoped,
 	}
+	if cfg.Mode == modeMachine {
+		// Without the kernel's thread sync (Landlock ABI 8), each of
+		// the init's threads gets a domain of its own, and a runner
+		// the one of the thread that started it: scoped signals would
+		// then fail between the sandbox's own processes, and from the
+		// init. The sandbox's PID namespace already keeps its signals
+		// among its own processes.
+		c.Scoped = landlock.ScopedSet(llsys.ScopeAbstractUnixSocket)
+	}
 	rules := landlockRules(cfg)
 	if cfg.Weak {
 		if abi < 1 {
