@@ -271,10 +271,19 @@ func parseLabels(in []string) (map[string]string, error) {
 // runs fn, and closes it: a sandbox this run created is deleted, also when
 // fn fails or the run is interrupted.
 func (a *App) withSession(cmd *cobra.Command, fn func(ctx context.Context, s *engine.Session) error) error {
+	return a.withOptions(cmd, nil, fn)
+}
+
+// withOptions is withSession with the open options changed by adjust
+// (when not nil) first.
+func (a *App) withOptions(cmd *cobra.Command, adjust func(*engine.OpenOptions), fn func(ctx context.Context, s *engine.Session) error) error {
 	ctx := cmd.Context()
 	o, err := a.openOptions()
 	if err != nil {
 		return err
+	}
+	if adjust != nil {
+		adjust(&o)
 	}
 	s, err := a.open(ctx, o)
 	if err != nil {

@@ -85,21 +85,7 @@ func (a *App) withMachine(cmd *cobra.Command, id string, fn func(ctx context.Con
 	if _, err := a.engine.Machines(a.flags.provider, id); err != nil {
 		return err
 	}
-	o, err := a.openOptions()
-	if err != nil {
-		return err
-	}
-	o.ID, o.Label, o.Setup = id, nil, nil
-	ctx := cmd.Context()
-	s, err := a.open(ctx, o)
-	if err != nil {
-		return err
-	}
-	ferr := fn(ctx, s)
-	if cerr := s.Close(ctx); cerr != nil && ferr == nil {
-		ferr = cerr
-	}
-	return ferr
+	return a.withOptions(cmd, func(o *engine.OpenOptions) { o.ID, o.Label, o.Setup = id, nil, nil }, fn)
 }
 
 // newLifecycleCmd builds stop or start.
