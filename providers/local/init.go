@@ -35,6 +35,7 @@ func MaybeRunInit() {
 	// Everything the init does happens on this thread: the command is
 	// forked from it and inherits its (emptied) bounding set.
 	runtime.LockOSThread()
+	reserveThreads(reservedThreads)
 	if os.Args[0] == runnerArgv0 {
 		os.Exit(runRunner())
 	}

@@ -1,0 +1,42 @@
+package local
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// threadCount is this process's number of OS threads.
+func threadCount(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
+
+// TestReserveThreads: the reserved threads exist once it returns and stay
+// after their goroutines ended.
+func TestReserveThreads(t *testing.T) {
+	const n = 24
+	reserveThreads(n)
+	if got := threadCount(t); got < n {
+		t.Fatalf("%d threads after reserving %d", got, n)
+	}
+	reserveThreads(1)
+	if got := threadCount(t); got < n {
+		t.Fatalf("%d threads once the reserving goroutines ended, want at least %d", got, n)
+	}
+}
