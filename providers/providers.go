@@ -177,6 +177,9 @@ type Spec struct {
 	// (providers implementing Machine); zero means the provider's
 	// default, a negative value never.
 	AutoStop time.Duration
+	// User is the default user of the sandbox's commands (see
+	// ExecRequest.User); empty means root.
+	User string
 }
 
 // Network is the network mode of a sandbox or a command.
@@ -269,6 +272,11 @@ type ExecRequest struct {
 	// directory and exported variables carry over from one command to
 	// the next (see SessionCommand).
 	Session string
+	// User runs the command as this user of the sandbox (a name in its
+	// /etc/passwd, or a numeric uid), with that user's HOME; empty means
+	// the sandbox's default user (Spec.User), else root. An unknown user
+	// is ErrInvalid.
+	User string
 }
 
 // ExecResult is the outcome of a command that ran.
