@@ -77,6 +77,9 @@ type Details struct {
 	// call returns at once with its pid, and the command keeps running
 	// in the sandbox after it (providers.ExecRequest.Background).
 	Background bool `json:"background,omitempty"`
+	// User is the sandbox user an exec runs as, when the caller named
+	// one (providers.ExecRequest.User).
+	User string `json:"user,omitempty"`
 }
 
 // Request is one operation awaiting a decision.
@@ -128,7 +131,7 @@ func (r Request) String() string { return fmt.Sprintf("%s:%s", r.Kind, r.Target)
 // target, the argv, and the details. HiddenWarning looks at them all.
 func (r Request) Texts() []string {
 	d := r.Details
-	out := []string{r.Provider, r.Sandbox, r.Target, d.Cwd, d.Diff, d.Dest, d.Pattern, d.From}
+	out := []string{r.Provider, r.Sandbox, r.Target, d.Cwd, d.User, d.Diff, d.Dest, d.Pattern, d.From}
 	out = append(out, r.Argv...)
 	for _, f := range d.Files {
 		out = append(out, f.Path, f.SHA256)

@@ -406,6 +406,7 @@ func (g *Gate) Exec(ctx context.Context, id string, er providers.ExecRequest) (p
 	req.Details.Cwd = er.Cwd
 	req.Details.Dest = ""
 	req.Details.Background = er.Background
+	req.Details.User = er.User
 	var res providers.ExecResult
 	err := g.do(ctx, req, func(ctx context.Context) (*int, error) {
 		// A session becomes its wrapper script only now, after the
@@ -1104,7 +1105,7 @@ func (g *Gate) maskRequest(r Request) Request {
 		r.Argv = argv
 	}
 	d := r.Details
-	d.Cwd, d.Diff, d.Dest, d.Pattern, d.From = g.mask(d.Cwd), g.mask(d.Diff), g.mask(d.Dest), g.mask(d.Pattern), g.mask(d.From)
+	d.Cwd, d.User, d.Diff, d.Dest, d.Pattern, d.From = g.mask(d.Cwd), g.mask(d.User), g.mask(d.Diff), g.mask(d.Dest), g.mask(d.Pattern), g.mask(d.From)
 	if d.Files != nil {
 		files := slices.Clone(d.Files)
 		for i := range files {

@@ -149,6 +149,9 @@ func describe(req Request) string {
 	if d.Cwd != "" {
 		fmt.Fprintf(&b, "  cwd: %s\n", output.Escape(d.Cwd))
 	}
+	if d.User != "" {
+		fmt.Fprintf(&b, "  as user: %s\n", output.Escape(d.User))
+	}
 	if d.Background {
 		fmt.Fprintf(&b, "  runs: in the background (it keeps running after this call returns)\n")
 	}

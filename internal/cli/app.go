@@ -182,6 +182,7 @@ func (a *App) openOptions() (engine.OpenOptions, error) {
 		Provider:     g.provider,
 		ID:           g.sandboxID,
 		Env:          a.sandboxEnv,
+		User:         g.user,
 		Keep:         g.keep,
 		SetupTimeout: g.setupTimeout,
 		SetupOutput:  a.masker.Writer(a.streams.Err),
@@ -190,6 +191,7 @@ func (a *App) openOptions() (engine.OpenOptions, error) {
 			TTL:      g.ttl,
 			Network:  providers.Network(g.network),
 			AutoStop: g.autoStop.spec(),
+			User:     g.user,
 		},
 	}
 	res, err := a.resources()

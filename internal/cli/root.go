@@ -121,6 +121,8 @@ type globalFlags struct {
 	// auditRequired refuses a gated operation whose audit record cannot
 	// be written (approval.GateOptions.AuditRequired).
 	auditRequired bool
+	// user is --user (providers.Spec.User and ExecRequest.User).
+	user string
 	// autoStop is --auto-stop (providers.Spec.AutoStop).
 	autoStop autoStopFlag
 }
@@ -203,6 +205,7 @@ deleted afterwards (unless --keep).`,
 	f.StringArrayVar(&g.envFiles, "env-file", nil, "read sandbox environment from `FILE` (repeatable)")
 	f.DurationVar(&g.ttl, "ttl", 0, "lifetime of a created sandbox (see `sandbox delete --expired`)")
 	f.BoolVar(&g.keep, "keep", false, "keep a created sandbox on exit and print the reattach command")
+	f.StringVar(&g.user, "user", "", "run commands as `USER` of the sandbox (a name in its /etc/passwd or a uid); a created sandbox makes it its default user, adding it when missing")
 	f.StringVar(&g.network, "network", "", "network for executed commands: on or off (local default: off)")
 	f.BoolVarP(&g.yes, "yes", "y", false, "approve every operation no deny rule matches")
 	f.StringArrayVar(&g.allow, "allow", nil, "allow `RULE` (KIND[:PATTERN], e.g. \"exec:go test *\"; repeatable)")

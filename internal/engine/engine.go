@@ -198,6 +198,9 @@ type OpenOptions struct {
 	SetupOutput io.Writer
 	// Env is passed to every command of the session (and setup).
 	Env map[string]string
+	// User runs the session's commands that name no user as this user
+	// of the sandbox (providers.ExecRequest.User).
+	User string
 	// Keep keeps a sandbox this session created when it closes.
 	Keep bool
 }
@@ -243,7 +246,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{engine: e, provider: p, env: o.Env, keep: o.Keep}
+	s := &Session{engine: e, provider: p, env: o.Env, user: o.User, keep: o.Keep}
 	switch {
 	case o.ID != "":
 		info, err := p.Get(ctx, o.ID)

@@ -47,6 +47,9 @@ func (s *Session) Exec(ctx context.Context, req providers.ExecRequest) (provider
 		maps.Copy(env, req.Env)
 		req.Env = env
 	}
+	if req.User == "" {
+		req.User = s.user
+	}
 	return s.gate.Exec(ctx, s.info.ID, req)
 }
 

@@ -21,6 +21,7 @@ type Session struct {
 	gate     *approval.Gate
 	info     providers.Info
 	env      map[string]string
+	user     string
 	created  bool
 	keep     bool
 

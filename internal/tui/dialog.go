@@ -390,6 +390,9 @@ func (d *dialog) details(p pending, width int, st *Styles) []string {
 			cwd = "(the sandbox's default, /workspace)"
 		}
 		add(st.Info, "cwd: "+cwd)
+		if de.User != "" {
+			add(st.Info, "as user: "+de.User)
+		}
 		for _, seg := range r.Segments() {
 			if seg.Complex {
 				add(st.Warn, "note: "+seg.Reason+": only the bare exec rule matches it")

@@ -48,6 +48,9 @@ type escapeEnv struct {
 	hostPort int
 	// abstract and pathSock are host Unix listeners.
 	abstract, pathSock string
+	// hostMark is a pattern matching only the command line of a host
+	// process started for the suite.
+	hostMark string
 }
 
 // escapeCase is one row of the checklist.
@@ -55,8 +58,9 @@ type escapeCase struct {
 	id   int
 	name string
 	// shell runs inside the sandbox with $T (the row's token), $P (the
-	// probe), $S (the host's secret file), $HP (a host pid), $PORT (the
-	// host listener), $ABS and $SOCK (host Unix sockets) set.
+	// probe), $S (the host's secret file), $HP (a host pid), $HM (a
+	// pattern matching a host process's command line), $PORT (the host
+	// listener), $ABS and $SOCK (host Unix sockets) set.
 	shell string
 	// want is the expected stdout; wantRoot replaces it when the tests
 	// run as root.
@@ -170,6 +174,15 @@ func newEscapeEnv(t *testing.T) *escapeEnv {
 	e.id = newSandbox(t, e.p, providers.Spec{})
 	e.installProbe(t, e.id)
 
+	// A host process whose command line the sandbox must not see.
+	nonce := strconv.FormatInt(time.Now().UnixNano(), 10)
+	marked := exec.Command("sleep", "600."+nonce)
+	if err := marked.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = marked.Process.Kill(); _ = marked.Wait() })
+	e.hostMark = "600[.]" + nonce
+
 	// A secret on the host, outside anything the sandbox mounts.
 	e.secretDir = t.TempDir()
 	e.secret = filepath.Join(e.secretDir, "secret-"+e.token)
@@ -221,7 +234,7 @@ func (e *escapeEnv) runRow(t *testing.T, id, tok, shell string, mod ...func(*pro
 	t.Helper()
 	env := map[string]string{
 		"T": tok, "P": "/workspace/probe", "S": e.secret, "HP": strconv.Itoa(os.Getpid()),
-		"PORT": strconv.Itoa(e.hostPort), "ABS": e.abstract, "SOCK": e.pathSock,
+		"PORT": strconv.Itoa(e.hostPort), "ABS": e.abstract, "SOCK": e.pathSock, "HM": e.hostMark,
 	}
 	return run(t, e.p, id, shell, append([]func(*providers.ExecRequest){func(r *providers.ExecRequest) { r.Env = env }}, mod...)...)
 }
@@ -377,8 +390,8 @@ func escapeCases() []escapeCase {
 
 		// Processes.
 		{id: 18, name: "host-processes",
-			shell: `ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? "few" : $1}'; kill -0 $HP 2>&1 | grep -o 'No such process'`,
-			want:  "few\nNo such process\n"},
+			shell: `cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | grep -c "$HM"; kill -0 $HP 2>&1 | grep -o 'No such process'`,
+			want:  "0\nNo such process\n"},
 		{id: 19, name: "init-proc",
 			shell: denyShell(`cat /proc/1/environ`) + "; " + denyShell(`readlink /proc/1/exe`) + "; " + denyShell(`ls /proc/1/root/`) + "; " + denyShell(`head -c1 /proc/1/mem`) + "; " + denyShell(`echo x > /proc/1/exe`) + "; " + probeAll("ptrace-init"),
 			want:  "denied\ndenied\ndenied\ndenied\ndenied\nptrace-init: denied EPERM\n"},

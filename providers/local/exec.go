@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"maps"
@@ -121,7 +122,15 @@ func (p *Provider) execConfig(m meta, req providers.ExecRequest) (*initConfig, e
 		}
 		cwd = c
 	}
-	return &initConfig{Mode: modeExec, Argv: argv, Cwd: cwd, Env: commandEnv(p.home, m.Env, req.Env), Resources: m.Resources}, nil
+	user := cmp.Or(req.User, m.User)
+	if err := p.checkUser("exec", user); err != nil {
+		return nil, err
+	}
+	_, homeSet := req.Env["HOME"]
+	if _, ok := m.Env["HOME"]; ok {
+		homeSet = true
+	}
+	return &initConfig{Mode: modeExec, Argv: argv, Cwd: cwd, Env: commandEnv(p.home, m.Env, req.Env), Resources: m.Resources, User: user, KeepHome: homeSet}, nil
 }
 
 // commandEnv is the whole environment of a command: PATH and HOME, then the

@@ -26,6 +26,8 @@ type fileCall struct {
 	// same ones as a command's (its /tmp, /run, /dev/shm sizes and
 	// rlimits), cold or in a holder's spare.
 	res providers.Resources
+	// user is the sandbox's default user, as whom the operation runs.
+	user string
 }
 
 // prepare checks the sandbox and cleans the paths of a request.
@@ -51,7 +53,7 @@ func (p *Provider) prepare(ctx context.Context, id, verb string, req fileRequest
 	if err := ctx.Err(); err != nil {
 		return nil, ctxErr(op, ctx, 0)
 	}
-	return &fileCall{op: op, id: id, dir: dir, req: req, res: m.Resources}, nil
+	return &fileCall{op: op, id: id, dir: dir, req: req, res: m.Resources, user: m.User}, nil
 }
 
 // cleanPath applies the contract's path rules.
@@ -68,7 +70,7 @@ func cleanPath(verb, p string) (string, error) {
 // so they run in a private one.
 func (p *Provider) start(fc *fileCall) (*proc, error) {
 	req := fc.req
-	cfg := &initConfig{Mode: modeFile, File: &req, Resources: fc.res}
+	cfg := &initConfig{Mode: modeFile, File: &req, Resources: fc.res, User: fc.user}
 	return p.launch(fc.dir, fc.id, cfg, machineRequest{Any: true}, fc.stdio)
 }
 

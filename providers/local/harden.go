@@ -142,6 +142,12 @@ func dropPrivileges(cfg *initConfig) error {
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
+	if cfg.SetID {
+		// A runner becomes its operation's user later (becomeUser),
+		// which drops these too.
+		keep := uint32(1)<<unix.CAP_SETUID | uint32(1)<<unix.CAP_SETGID
+		data[0].Effective, data[0].Permitted = keep, keep
+	}
 	_, _, e := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 	runtime.KeepAlive(&hdr)
 	runtime.KeepAlive(&data)

@@ -79,11 +79,16 @@ func TestIDs(t *testing.T) {
 
 func TestIDMap(t *testing.T) {
 	t.Parallel()
-	for _, id := range []int{0, 1000, 65534} {
-		m := idMap(id)
+	for _, id := range []int{1000, 65534} {
+		m := idMapping{id: id}.maps()
 		if len(m) != 1 || m[0].ContainerID != id || m[0].HostID != id || m[0].Size != 1 {
-			t.Errorf("idMap(%d) = %+v, want %d→%d, size 1", id, m, id, id)
+			t.Errorf("idMapping{%d}.maps() = %+v, want %d→%d, size 1", id, m, id, id)
 		}
+	}
+	m := idMapping{id: 0, base: 1 << 20}.maps()
+	if len(m) != 2 || m[0] != (syscall.SysProcIDMap{ContainerID: 0, HostID: 0, Size: 1}) ||
+		m[1] != (syscall.SysProcIDMap{ContainerID: 1, HostID: 1<<20 + 1, Size: idRangeSize - 1}) {
+		t.Errorf("root's mappings = %+v, want 0→0 and 1..65535 → base+1..", m)
 	}
 	if f := cloneFlags(true); f&syscall.CLONE_NEWNET != 0 || f&syscall.CLONE_NEWUSER == 0 {
 		t.Errorf("cloneFlags(shared) = %#x", f)

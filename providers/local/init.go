@@ -74,6 +74,18 @@ func runInit(ready *runnerReady) int {
 	if ready != nil {
 		// A runner: hardened before the operation came.
 		rep.landlock = ready.landlock
+		u, err := becomeUser(cfg.User)
+		if err != nil {
+			kind := ""
+			if errors.Is(err, errNoUser) {
+				kind = kindInvalid
+			}
+			rep.send(statusMsg{Err: err.Error(), Kind: kind})
+			return 125
+		}
+		if u != nil {
+			cfg.Env = userEnv(cfg.Env, *u, cfg.KeepHome)
+		}
 		switch cfg.Mode {
 		case modeExec:
 			if cfg.Background {

@@ -33,12 +33,6 @@ const usernsHint = "the local provider needs unprivileged user namespaces: " +
 // input was aborted before the init is killed.
 const abortGrace = 3 * time.Second
 
-// idMap is the 1:1 mapping of one id into the sandbox's user namespace: the
-// invoking user stays itself (root stays 0).
-func idMap(id int) []syscall.SysProcIDMap {
-	return []syscall.SysProcIDMap{{ContainerID: id, HostID: id, Size: 1}}
-}
-
 // cloneFlags are the namespaces of a sandbox; shared keeps the host network.
 func cloneFlags(sharedNet bool) uintptr {
 	f := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
@@ -50,16 +44,18 @@ func cloneFlags(sharedNet bool) uintptr {
 }
 
 // nsAttr starts a process in a sandbox's new namespaces (cloneFlags) with
-// the invoking user's ids mapped to themselves; a user other than root
+// the sandbox's id mappings (see idMapping); a user other than root
 // keeps the capabilities an init needs (initAmbientCaps).
-func nsAttr(uid, gid int, sharedNet bool) *syscall.SysProcAttr {
+func nsAttr(uids, gids idMapping, sharedNet bool) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{
-		Cloneflags:                 cloneFlags(sharedNet),
-		UidMappings:                idMap(uid),
-		GidMappings:                idMap(gid),
-		GidMappingsEnableSetgroups: false,
+		Cloneflags:  cloneFlags(sharedNet),
+		UidMappings: uids.maps(),
+		GidMappings: gids.maps(),
+		// Root, which maps a range, lets runners give a command its
+		// user's groups; a single mapped id has none to give.
+		GidMappingsEnableSetgroups: gids.ranged(),
 	}
-	if uid != 0 {
+	if uids.id != 0 {
 		a.AmbientCaps = initAmbientCaps()
 	}
 	return a
@@ -201,7 +197,7 @@ func (p *Provider) startCold(pr *proc, ends *opEnds, sharedNet bool) (int, error
 		Stdin:       ends.files[2],
 		Stdout:      ends.files[3],
 		Stderr:      ends.files[4],
-		SysProcAttr: nsAttr(p.uid, p.gid, sharedNet),
+		SysProcAttr: nsAttr(p.uids, p.gids, sharedNet),
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if p.weak {

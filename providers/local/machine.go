@@ -276,7 +276,8 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	}
 	defer stateDir.Close()
 	_ = os.RemoveAll(filepath.Join(dir, logsDir))
-	cfg := &initConfig{Mode: modeMachine, Identity: p.identity, Resources: m.Resources, IdleNS: int64(m.autoStop())}
+	cfg := &initConfig{Mode: modeMachine, Identity: p.identity, Resources: m.Resources, IdleNS: int64(m.autoStop()),
+		DefaultUser: m.User, SetID: p.uids.ranged()}
 	shared, err := sharedNetwork(m.Network, providers.NetworkDefault)
 	if err != nil {
 		return err
@@ -301,7 +302,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		ExtraFiles: []*os.File{ctlR, statW, lnFile, slot, stateDir},
 		// The host's network: the init makes the sandbox's own, and
 		// starts each runner in the one its operation asks for.
-		SysProcAttr: nsAttr(p.uid, p.gid, true),
+		SysProcAttr: nsAttr(p.uids, p.gids, true),
 	}
 	cmd.SysProcAttr.Setsid = true
 	err = cmd.Start()

@@ -204,6 +204,12 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 		rep.setupFail(fmt.Errorf("set hostname: %w", err))
 		return 125
 	}
+	if cfg.DefaultUser != "" {
+		if err := ensureUser(cfg.DefaultUser); err != nil {
+			rep.setupFail(fmt.Errorf("the sandbox's user: %w", err))
+			return 125
+		}
+	}
 	m.nets = map[bool]*netStarter{true: {}}
 	private, err := newPrivateNet()
 	if err != nil {

@@ -93,6 +93,17 @@ type initConfig struct {
 	Env        []string `json:"env,omitempty"`
 	Cwd        string   `json:"cwd,omitempty"`
 	Background bool     `json:"background,omitempty"`
+	// User runs the operation (a command or a file operation) as this
+	// user of the sandbox, a name or a uid; empty is the runner's own.
+	// KeepHome says that the caller set HOME itself.
+	User     string `json:"user,omitempty"`
+	KeepHome bool   `json:"keep_home,omitempty"`
+	// SetID (runners of a sandbox with a range of ids) keeps CAP_SETUID
+	// and CAP_SETGID through hardening, for becomeUser.
+	SetID bool `json:"set_id,omitempty"`
+	// DefaultUser (machine) is the sandbox's default user, made at
+	// start when its /etc/passwd does not have it (see ensureUser).
+	DefaultUser string `json:"default_user,omitempty"`
 
 	// File mode.
 	File *fileRequest `json:"file,omitempty"`

@@ -52,6 +52,8 @@ type Provider struct {
 	dir string
 	// uid and gid are the invoking user's ids, mapped 1:1 into the sandbox.
 	uid, gid int
+	// uids and gids are the sandbox's id mappings (see idMapping).
+	uids, gids idMapping
 	// home is the home directory inside the sandbox.
 	home string
 	// layers are the host system directories overlaid read-only.
@@ -97,6 +99,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), weak: cfg.Lookup(weakEnvVar) == "1"}
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
+	p.uids, p.gids = hostIDMappings(p.uid, p.gid)
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
 	p.masks = providerMasks(dir, p.layers, p.uid, os.Getenv("HOME"))
@@ -159,6 +162,8 @@ type meta struct {
 	AutoStopNS int64 `json:"auto_stop_ns,omitempty"`
 	// Weak records that the sandbox was used in the weak mode.
 	Weak bool `json:"weak,omitempty"`
+	// User is the default user of commands and file operations.
+	User string `json:"user,omitempty"`
 }
 
 // autoStop is how long the machine stays without operations; zero means
@@ -266,6 +271,9 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if err := p.cg.check(spec.Resources); err != nil {
 		return providers.Info{}, err
 	}
+	if err := p.checkUser("create", spec.User); err != nil {
+		return providers.Info{}, err
+	}
 	// The machine's init is moved into cgroups: start the wait that
 	// move involves now (see prewarm).
 	p.cg.prewarm()
@@ -295,6 +303,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		CreatedAt: time.Now().UTC().Truncate(time.Millisecond),
 		Labels:    maps.Clone(spec.Labels),
 		Env:       maps.Clone(spec.Env),
+		User:      spec.User,
 		Network:   spec.Network,
 		Resources: spec.Resources,
 		Weak:      p.weak,
