@@ -18,24 +18,23 @@ import (
 func main() {
 	n := flag.Int("n", 30, "timed runs of each command")
 	warm := flag.Int("warmup", 3, "untimed runs of each command first")
-	gap := flag.Duration("gap", 0, "pause before each run, so that work a command left running in the background (a sandbox holder preparing its next operation) does not land on the next command's time")
+	gap := flag.Duration("gap", 0, "pause before each run, so that work a command left running in the background (a sandbox's machine preparing its next runner) does not land on the next command's time")
+	before := flag.String("before", "", "shell `COMMAND` run, untimed, before each run of the first command (e.g. stopping the sandbox it starts)")
 	flag.Parse()
 	cmds := flag.Args()
 	if len(cmds) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: pair [-n N] [-warmup W] [-gap D] 'command A' 'reference command'")
+		fmt.Fprintln(os.Stderr, "usage: pair [-n N] [-warmup W] [-gap D] [-before CMD] 'command A' 'reference command'")
 		os.Exit(2)
 	}
 	times := make([][]time.Duration, len(cmds))
 	for i := 0; i < *warm+*n; i++ {
 		for j, c := range cmds {
+			if j == 0 && *before != "" {
+				mustRun(*before)
+			}
 			time.Sleep(*gap)
 			start := time.Now()
-			cmd := exec.Command("/bin/sh", "-c", c)
-			cmd.Stdout, cmd.Stderr = nil, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintf(os.Stderr, "pair: %q failed: %v\n", c, err)
-				os.Exit(1)
-			}
+			mustRun(c)
 			if i >= *warm {
 				times[j] = append(times[j], time.Since(start))
 			}
@@ -48,6 +47,17 @@ func main() {
 	}
 }
 
+// mustRun runs a shell command, its output on stderr, and exits on failure.
+func mustRun(c string) {
+	cmd := exec.Command("/bin/sh", "-c", c)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "pair: %q failed: %v\n", c, err)
+		os.Exit(1)
+	}
+}
+
+// median is the middle of d.
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
