@@ -41,6 +41,8 @@ func TestPrompt(t *testing.T) {
 			wantOut: []string{"reason: "}},
 		{name: "unknown then yes", req: goTest, input: "maybe\ny\n", want: Decision{Allow: true, By: "user"},
 			wantOut: []string{`unknown answer "maybe"`}},
+		{name: "shows the user", req: Request{Kind: KindExec, Target: "make", Details: Details{User: "dev\x1b[2J"}}, input: "n\n", want: Decision{By: "user"},
+			wantOut: []string{`as user: dev\x1b[2J`}},
 		{name: "escapes control characters", req: Request{Kind: KindExec, Target: "echo \x1b[2J\rok"}, input: "n\n", want: Decision{By: "user"},
 			wantOut: []string{`command: echo \x1b[2J\rok`}},
 		{name: "diff truncated", req: Request{Kind: KindEdit, Target: "/w/f", Details: Details{Diff: strings.Repeat("+line\n", 50)}}, input: "n\n", want: Decision{By: "user"},
