@@ -225,6 +225,16 @@ type Info struct {
 	// weaker mode the sandbox runs in ("weak" for local without user
 	// namespaces); the CLI warns about it on every use.
 	Isolation string `json:"isolation,omitempty"`
+	// Resources are the limits in force, defaults included, where the
+	// provider says.
+	Resources Resources `json:"resources,omitzero"`
+	// AutoStop is how long the sandbox runs without an operation before
+	// it stops by itself; zero when it never does or the provider does
+	// not say.
+	AutoStop time.Duration `json:"auto_stop_ns,omitempty"`
+	// User is the sandbox's default user, when it has one besides the
+	// provider's own default.
+	User string `json:"user,omitempty"`
 }
 
 // Filter selects sandboxes in List.

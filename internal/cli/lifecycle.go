@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,11 +126,39 @@ func newInfoCmd(app *App) *cobra.Command {
 				{"created", info.CreatedAt.Format(time.RFC3339)}, {"expires", expires(info.ExpiresAt)},
 				{"network", string(info.Network)}, {"labels", formatLabels(info.Labels)},
 				{"isolation", isolationName(info.Isolation)},
+				{"limits", formatLimits(info.Resources)}, {"auto-stop", formatAutoStop(info)},
+				{"user", cmp.Or(info.User, "(the provider's default)")},
 				{"reattach", engine.ReattachCommand(info.Provider, info.ID)},
 			}
 			return output.Table(app.streams.Out, []string{"FIELD", "VALUE"}, rows)
 		},
 	}
+}
+
+// formatLimits shows a sandbox's limits in the info table.
+func formatLimits(r providers.Resources) string {
+	var parts []string
+	if r.CPUs > 0 {
+		parts = append(parts, strconv.FormatFloat(r.CPUs, 'f', -1, 64)+" CPUs")
+	}
+	if r.MemoryMB > 0 {
+		parts = append(parts, "memory "+strconv.Itoa(r.MemoryMB)+" MiB")
+	}
+	if r.Pids > 0 {
+		parts = append(parts, strconv.Itoa(r.Pids)+" processes")
+	}
+	if len(parts) == 0 {
+		return "(the provider's defaults)"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// formatAutoStop shows when a sandbox stops by itself.
+func formatAutoStop(info providers.Info) string {
+	if info.AutoStop <= 0 {
+		return "never (or as the provider decides)"
+	}
+	return "after " + info.AutoStop.String() + " without an operation"
 }
 
 // isolationName shows the isolation of a sandbox in the info table.

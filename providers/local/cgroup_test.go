@@ -252,3 +252,47 @@ func TestCgroupsReal(t *testing.T) {
 		os.Remove(stale)
 	}
 }
+
+// TestDefaultMemoryLimit: a sandbox that asks for no memory limit gets
+// half of the host's memory as a cgroup limit where one is available (its
+// tmpfs pages are charged there), and info shows the limits in force.
+func TestDefaultMemoryLimit(t *testing.T) {
+	p := newTestProvider(t)
+	if !p.cg.controllers["memory"] {
+		t.Fatalf("this test runs where a memory cgroup is available (%s); CI runs as root", p.cg.describe())
+	}
+	ctx := context.Background()
+	half := int(hostMemory() / 2 >> 20)
+	tests := []struct {
+		name string
+		res  providers.Resources
+		want providers.Resources
+	}{
+		{"defaults", providers.Resources{}, providers.Resources{MemoryMB: half, Pids: defaultPids}},
+		{"asked", providers.Resources{MemoryMB: 300, Pids: 50}, providers.Resources{MemoryMB: 300, Pids: 50}},
+	}
+	for _, tt := range tests {
+		id := newSandbox(t, p, providers.Spec{Resources: tt.res})
+		info, err := p.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Resources != tt.want {
+			t.Errorf("%s: info.Resources = %+v, want %+v", tt.name, info.Resources, tt.want)
+		}
+		if info.AutoStop != DefaultAutoStop {
+			t.Errorf("%s: info.AutoStop = %v, want %v", tt.name, info.AutoStop, DefaultAutoStop)
+		}
+		file := filepath.Join(p.cg.dirOf("memory", id+"-"+machineCgroup), "memory.limit_in_bytes")
+		if p.cg.kind == cgroupV2 {
+			file = filepath.Join(p.cg.dirOf("memory", id+"-"+machineCgroup), "memory.max")
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%s: the machine's memory limit: %v", tt.name, err)
+		}
+		if got, want := strings.TrimSpace(string(b)), strconv.Itoa(tt.want.MemoryMB<<20); got != want {
+			t.Errorf("%s: %s = %s, want %s", tt.name, file, got, want)
+		}
+	}
+}

@@ -63,6 +63,27 @@ type limits struct {
 	NoCores  bool   `json:"no_cores,omitempty"`
 }
 
+// defaultMemoryDivisor: a sandbox that asks for no memory limit gets
+// the host's memory divided by this, where a memory cgroup can bound the
+// sandbox as a whole. The cgroup is charged for its tmpfs pages too, so
+// /tmp (a quarter of the host's memory) and /dev/shm (an eighth) fit
+// inside it, and no sandbox can pin more than half of the host.
+const defaultMemoryDivisor = 2
+
+// effectiveResources are the limits a sandbox runs with: what it asked
+// for, and the defaults of what it did not where this host enforces them
+// (the pids limit always, as a cgroup or RLIMIT_NPROC; memory where a
+// memory cgroup is available).
+func (p *Provider) effectiveResources(res providers.Resources) providers.Resources {
+	if res.Pids == 0 {
+		res.Pids = defaultPids
+	}
+	if res.MemoryMB == 0 && !p.weak && p.cg.controllers["memory"] {
+		res.MemoryMB = int(hostMemory() / defaultMemoryDivisor >> 20)
+	}
+	return res
+}
+
 // hostMemory is the host's physical memory in bytes (0 if unknown).
 func hostMemory() uint64 {
 	var si unix.Sysinfo_t

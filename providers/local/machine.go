@@ -322,7 +322,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		<-exited
 		return err
 	}
-	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, m.Resources); err != nil {
+	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, p.effectiveResources(m.Resources)); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
 	}
 	cfg.HostPID = cmd.Process.Pid
