@@ -237,6 +237,14 @@ type Info struct {
 	User string `json:"user,omitempty"`
 }
 
+// Collector is implemented by providers that keep state on this host
+// which an interrupted create or delete (a killed CLI, a full disk) can
+// leave behind without a sandbox to delete: half-made directories, empty
+// cgroups. Collect removes what is older than grace and names it.
+type Collector interface {
+	Collect(ctx context.Context, grace time.Duration) ([]string, error)
+}
+
 // Filter selects sandboxes in List.
 type Filter struct {
 	// Labels must all be present with equal values.

@@ -218,6 +218,14 @@ func newDeleteCmd(app *App) *cobra.Command {
 					deleted = append(deleted, r.ID)
 				}
 			}
+			if all {
+				// What interrupted creates and deletes left behind.
+				ids, err := app.engine.Collect(ctx, app.flags.provider, engine.DefaultCollectGrace)
+				deleted = append(deleted, ids...)
+				if err != nil && !errors.Is(err, providers.ErrUnsupported) {
+					errs = append(errs, err)
+				}
+			}
 			if expired {
 				ids, err := app.engine.DeleteExpired(ctx)
 				deleted = append(deleted, ids...)
@@ -278,4 +286,36 @@ func formatLabels(m map[string]string) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+func newGcCmd(app *App) *cobra.Command {
+	grace := engine.DefaultCollectGrace
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove what interrupted creates and deletes left on this host",
+		Long: `Remove what a create or delete that was killed half-way (kill -9, a full disk)
+left behind: a sandbox directory without its metadata, with any process still
+running in it, and empty cgroups. Only leftovers older than --grace go, so a
+create at work in another terminal is left alone. Prints the ids removed.
+` + "`delete --all`" + ` does the same after deleting.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := app.engine.Collect(cmd.Context(), app.flags.provider, grace)
+			if app.flags.json {
+				if ids == nil {
+					ids = []string{}
+				}
+				if jerr := output.JSON(app.streams.Out, map[string]any{"collected": ids}); jerr != nil {
+					return jerr
+				}
+			} else {
+				for _, id := range ids {
+					fmt.Fprintln(app.streams.Out, output.Escape(id))
+				}
+			}
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&grace, "grace", grace, "remove only leftovers older than `DUR`")
+	return cmd
 }

@@ -220,7 +220,7 @@ deleted afterwards (unless --keep).`,
 	f.BoolVar(&g.auditRequired, "audit-required", false, "refuse (exit 1) every operation whose audit record cannot be written, instead of running it unaudited")
 
 	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
-	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app),
+	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app), documentOutput(newGcCmd(app)),
 		documentOutput(newStopCmd(app)), documentOutput(newStartCmd(app)), documentOutput(newPsCmd(app)), newKillCmd(app), documentOutput(newLogsCmd(app))} {
 		c.GroupID = "life"
 		root.AddCommand(c)

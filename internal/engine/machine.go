@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/agentbox/sandbox/providers"
 )
@@ -96,4 +97,28 @@ func (s *Session) inSandbox(err error) error {
 		return fmt.Errorf("sandbox %s: %w", s.info.ID, err)
 	}
 	return err
+}
+
+// DefaultCollectGrace is how old a leftover must be before Collect
+// removes it: a younger one may belong to a create still at work.
+const DefaultCollectGrace = 10 * time.Minute
+
+// Collect removes what interrupted creates and deletes of a provider
+// (resolved as ResolveProvider) left on this host, older than grace, and
+// names it (providers.Collector). A provider that keeps nothing here gives
+// an error matching providers.ErrUnsupported.
+func (e *Engine) Collect(ctx context.Context, provider string, grace time.Duration) ([]string, error) {
+	name, err := e.ResolveProvider(provider, "")
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.provider(name)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := p.(providers.Collector)
+	if !ok {
+		return nil, providers.Errorf(providers.ErrUnsupported, name, "gc", "provider %s keeps nothing on this host to collect", name)
+	}
+	return c.Collect(ctx, grace)
 }

@@ -391,32 +391,47 @@ func removeDirs(dirs []string) {
 	}
 }
 
-// removeSandbox deletes the cgroups left by the commands of sandbox id.
-// Its processes are gone (the PID namespace ends with each command), but
-// the kernel may take a moment to release a cgroup: it retries briefly.
-// It then removes every other empty one: a sandbox deleted while its last
-// command was still being torn down, or removed by hand, left its cgroups
-// behind, The kernel
-// refuses to remove a cgroup in use, and an idle one of a live sandbox is
-// simply made again by its next command.
+// removeSandbox deletes the cgroups of sandbox id, whose processes are
+// gone; the kernel may take a moment to release a cgroup: it retries
+// briefly. It then removes every other empty one (see removeEmpty): a
+// sandbox deleted while its last process was still being torn down, or
+// removed by hand, left its cgroups behind.
 func (c cgroups) removeSandbox(id string) {
-	var mine, all []string
+	var mine []string
 	switch c.kind {
 	case cgroupV1:
 		for _, ctl := range cgroupControllers {
-			dir := filepath.Join(c.root, ctl, cgroupParent)
-			mine = append(mine, filepath.Join(dir, id+"-*"))
-			all = append(all, filepath.Join(dir, "sb-*"))
+			mine = append(mine, filepath.Join(c.root, ctl, cgroupParent, id+"-*"))
 		}
 	case cgroupV2:
 		mine = append(mine, filepath.Join(c.v2Parent, cgroupParent+"-"+id+"-*"))
-		all = append(all, filepath.Join(c.v2Parent, cgroupParent+"-sb-*"))
 	}
 	for _, p := range mine {
 		dirs, _ := filepath.Glob(p)
 		removeDirs(dirs)
 	}
-	for _, p := range all {
+	c.removeEmpty()
+}
+
+// removeEmpty removes every empty cgroup of any sandbox: the kernel
+// refuses to remove one in use, and an idle one of a live sandbox is made
+// again by its next start.
+func (c cgroups) removeEmpty() {
+	switch c.kind {
+	case cgroupV1:
+		var all []string
+		for _, ctl := range cgroupControllers {
+			all = append(all, filepath.Join(c.root, ctl, cgroupParent, "sb-*"))
+		}
+		removeIdle(all)
+	case cgroupV2:
+		removeIdle([]string{filepath.Join(c.v2Parent, cgroupParent+"-sb-*")})
+	}
+}
+
+// removeIdle removes the cgroups that match patterns and hold nothing.
+func removeIdle(patterns []string) {
+	for _, p := range patterns {
 		dirs, _ := filepath.Glob(p)
 		for _, d := range dirs {
 			_ = unix.Rmdir(d)
