@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -73,6 +74,10 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if err != nil {
 		return providers.Info{}, err
 	}
+	// This project's emulator makes the user everything runs as the
+	// sandbox's default (it would otherwise be E2B's "user"); E2B
+	// ignores the header.
+	r.header.Set(wire.HeaderDefaultUser, cmp.Or(spec.User, p.opts.User))
 	var sb wire.Sandbox
 	if _, err := p.doJSON(ctx, r, &sb); err != nil {
 		return providers.Info{}, err

@@ -42,9 +42,15 @@ func (p *Provider) envdRequest(ctx context.Context, id, op, path string) (reques
 	if c.token != "" {
 		h.Set(wire.HeaderAccessToken, c.token)
 	}
-	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(p.opts.User+":")))
+	h.Set("Authorization", basicUser(p.opts.User))
 	h.Set("User-Agent", "sandbox-e2b-go")
 	return request{api: envdAPI, op: op, method: http.MethodPost, url: p.envdBase(id, c) + path, header: h}, nil
+}
+
+// basicUser is the Authorization header that names envd's user: Basic
+// with an empty password.
+func basicUser(user string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"))
 }
 
 // doEnvd sends an envd request; when the edge cannot reach a sandbox
@@ -99,11 +105,14 @@ func (p *Provider) unary(ctx context.Context, id, op, path string, in, out any, 
 
 // stream opens a server-streaming Connect method: one request envelope,
 // a reply of envelopes read with readStream. timeoutMs, when positive, is
-// sent as Connect-Timeout-Ms.
-func (p *Provider) stream(ctx context.Context, id, op, path string, in any, timeoutMs int64) (io.ReadCloser, error) {
+// sent as Connect-Timeout-Ms; user, when set, replaces the configured one.
+func (p *Provider) stream(ctx context.Context, id, op, path string, in any, timeoutMs int64, user string) (io.ReadCloser, error) {
 	r, err := p.envdRequest(ctx, id, op, path)
 	if err != nil {
 		return nil, err
+	}
+	if user != "" {
+		r.header.Set("Authorization", basicUser(user))
 	}
 	var buf bytes.Buffer
 	if err := wire.WriteMessage(&buf, in); err != nil {

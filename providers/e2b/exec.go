@@ -17,8 +17,9 @@ import (
 // stdinChunk is the most stdin bytes sent in one message.
 const stdinChunk = 64 << 10
 
-// Exec runs a command through envd's process.Start stream. Argv runs the
-// program directly; Shell runs /bin/sh -c. Output is written as each event
+// Exec runs a command through envd's process.Start stream, as req.User
+// when set (else the configured user). Argv runs the program directly;
+// Shell runs /bin/sh -c. Output is written as each event
 // arrives. Timeout is sent as the Connect deadline, which envd also applies
 // to the process. Cancelling ctx kills the process.
 func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecRequest) (providers.ExecResult, error) {
@@ -42,7 +43,7 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 		sctx, stop = context.WithTimeout(sctx, req.Timeout+15*time.Second)
 		defer stop()
 	}
-	body, err := p.stream(sctx, id, op, wire.ProcessStart, sreq, timeoutMs)
+	body, err := p.stream(sctx, id, op, wire.ProcessStart, sreq, timeoutMs, req.User)
 	if err != nil {
 		return providers.ExecResult{}, p.execErr(ctx, req, err, op)
 	}
@@ -99,10 +100,14 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 }
 
 // execErr turns a failed stream into the contract's errors: the caller's
-// cancellation wins, a deadline is ErrTimeout.
+// cancellation wins, a deadline is ErrTimeout, a user envd does not know
+// (which it answers as unauthenticated) is ErrInvalid.
 func (p *Provider) execErr(ctx context.Context, req providers.ExecRequest, err error, op string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if req.User != "" && errors.Is(err, providers.ErrAuth) && strings.Contains(err.Error(), "invalid username") {
+		return providers.Errorf(providers.ErrInvalid, Name, op, "user %q: %v", req.User, err)
 	}
 	if req.Timeout > 0 && (errors.Is(err, providers.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)) {
 		return &providers.Error{Kind: providers.ErrTimeout, Provider: Name, Op: op, Msg: fmt.Sprintf("command did not finish within %v and was killed", req.Timeout), Err: err}

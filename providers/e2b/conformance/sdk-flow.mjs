@@ -7,7 +7,10 @@ import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
 import { CommandExitError, Sandbox, TimeoutError } from 'e2b'
 
-const work = '/workspace'
+// E2B's sandboxes run commands as the user "user" in its home, where E2B
+// code keeps its files; the flow works there too.
+const home = '/home/user'
+const work = home
 const run = randomBytes(4).toString('hex')
 const metadata = { suite: 'sdk-conformance', run }
 
@@ -130,6 +133,92 @@ async function flow(sbx) {
     })
     await waitUntil('the killed command leaves the process list', async () => !(await sbx.commands.list()).some((p) => p.pid === h.pid))
     assert.equal(await sbx.commands.kill(h.pid), false, 'killing a finished command reports false')
+    assert.equal(await sbx.commands.kill(999_999), false, 'killing an unknown pid reports false')
+  })
+
+  await step('background command: list, connect, sendStdin, wait', async () => {
+    const cmd = 'echo ready; head -n1; echo bye >&2; exit 7'
+    const h = await sbx.commands.run(cmd, { background: true, stdin: true, cwd: '/tmp', envs: { BG_VAR: 'bg' } })
+    assert.ok(h.pid > 0)
+    const listed = (await sbx.commands.list()).find((p) => p.pid === h.pid)
+    assert.ok(listed, `pid ${h.pid} not listed`)
+    assert.equal(listed.cmd, '/bin/bash')
+    assert.deepEqual(listed.args, ['-l', '-c', cmd])
+    assert.deepEqual(listed.envs, { BG_VAR: 'bg' })
+    assert.equal(listed.cwd, '/tmp')
+    assert.equal(listed.tag, undefined)
+
+    const attachedOut = []
+    const attached = await sbx.commands.connect(h.pid, { onStdout: (d) => attachedOut.push(d) })
+    assert.equal(attached.pid, h.pid)
+    await sbx.commands.sendStdin(h.pid, 'through connect\n')
+    for (const [name, handle] of [['connected', attached], ['started', h]]) {
+      await assert.rejects(handle.wait(), (e) => {
+        assert.ok(e instanceof CommandExitError, `${name} handle: got ${e?.constructor?.name}: ${e}`)
+        assert.equal(e.exitCode, 7, `${name} handle`)
+        assert.match(e.stdout, /through connect\n$/, `${name} handle`)
+        assert.equal(e.stderr, 'bye\n', `${name} handle`)
+        return true
+      })
+    }
+    assert.equal(h.stdout, 'ready\nthrough connect\n')
+    assert.match(attachedOut.join(''), /through connect\n$/)
+    await waitUntil('the ended command leaves the process list', async () => !(await sbx.commands.list()).some((p) => p.pid === h.pid))
+    await assert.rejects(sbx.commands.connect(h.pid), 'connecting to an ended command fails')
+  })
+
+  await step('commands start in /home/user; ~ and relative paths start there', async () => {
+    const r = await sbx.commands.run('pwd; echo "$HOME"; cd ~ && pwd')
+    assert.equal(r.stdout, `${home}\n${home}\n${home}\n`)
+    assert.equal(await sbx.files.makeDir('proj/sub'), true)
+    assert.equal((await sbx.files.getInfo(`${home}/proj/sub`)).type, 'dir')
+    assert.equal((await sbx.commands.run('pwd', { cwd: 'proj' })).stdout, `${home}/proj\n`)
+    assert.equal((await sbx.commands.run('pwd', { cwd: '~/proj/sub' })).stdout, `${home}/proj/sub\n`)
+    const info = await sbx.files.write('relative.txt', 'relative\n')
+    assert.equal(info.path, `${home}/relative.txt`)
+    assert.equal(await sbx.files.read('~/relative.txt'), 'relative\n')
+    assert.equal((await sbx.commands.run('cat relative.txt ~/relative.txt')).stdout, 'relative\nrelative\n')
+    assert.ok((await sbx.files.list('~')).some((e) => e.name === 'relative.txt'))
+  })
+
+  await step('files persist in /tmp and /home/user and are shared with commands', async () => {
+    const tmp = `/tmp/persist-${run}.txt`
+    await sbx.files.write(tmp, 'in tmp\n')
+    assert.equal(await sbx.files.read(tmp), 'in tmp\n')
+    assert.equal((await sbx.commands.run(`cat ${tmp}`)).stdout, 'in tmp\n')
+    await sbx.files.write(`${home}/persist.txt`, 'in home\n')
+    assert.equal(await sbx.files.read(`${home}/persist.txt`), 'in home\n')
+    assert.equal((await sbx.commands.run(`cat ${home}/persist.txt`)).stdout, 'in home\n')
+
+    await sbx.commands.run(`echo from a command > ${home}/from-cmd.txt; echo kept > /tmp/kept-${run}`)
+    assert.equal(await sbx.files.read(`${home}/from-cmd.txt`), 'from a command\n')
+    assert.equal(await sbx.files.read(`/tmp/kept-${run}`), 'kept\n')
+    assert.equal((await sbx.commands.run(`cat /tmp/kept-${run} ${home}/from-cmd.txt`)).stdout, 'kept\nfrom a command\n')
+  })
+
+  await step('a background server answers the next command on localhost', async () => {
+    if (!(await sbx.commands.run('command -v python3 || true')).stdout.trim()) {
+      console.log('# skip: no python3 in the sandbox')
+      return
+    }
+    const port = 20_000 + Math.floor(Math.random() * 20_000)
+    await sbx.files.write(`${home}/www/index.html`, `served ${run}\n`)
+    const server = await sbx.commands.run(`python3 -m http.server ${port} --bind 127.0.0.1 --directory ${home}/www`, {
+      background: true,
+      timeoutMs: 0,
+    })
+    // bash's /dev/tcp: the client needs nothing but the shell.
+    const get = `exec 3<>/dev/tcp/127.0.0.1/${port} && printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3`
+    let reply = ''
+    await waitUntil('the server answers', async () => {
+      const r = await sbx.commands.run(get).catch((e) => e)
+      reply = r?.stdout ?? ''
+      return reply.endsWith(`served ${run}\n`)
+    })
+    assert.match(reply, /^HTTP\/1\.0 200/)
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === server.pid), 'the server is listed')
+    assert.equal(await sbx.commands.kill(server.pid), true)
+    await assert.rejects(server.wait())
   })
 
   await step('files write/read text', async () => {
@@ -237,6 +326,26 @@ async function flow(sbx) {
     const info = await sbx.getInfo()
     const left = info.endAt.getTime() - Date.now()
     assert.ok(left > 60_000 && left <= 95_000, `endAt is ${left} ms away, want about 90 s`)
+  })
+
+  await step('commands and files run as user "user", or as root when asked', async () => {
+    const env = await sbx.commands.run('echo "$HOME $USER $LOGNAME"')
+    assert.equal(env.stdout, `${home} user user\n`)
+    const root = await sbx.commands.run('whoami; id -u; echo "$HOME $USER"; pwd', { user: 'root' })
+    assert.equal(root.stdout, 'root\n0\n/root root\n/root\n')
+    await sbx.files.write('/tmp/for-root.txt', 'root', { user: 'root' })
+    assert.equal(await sbx.files.read('/tmp/for-root.txt', { user: 'root' }), 'root')
+    await assert.rejects(sbx.commands.run('true', { user: 'no-such-user' }), 'an unknown user is refused')
+
+    const me = await sbx.commands.run('whoami; id -u')
+    const [name, uid] = me.stdout.trim().split('\n')
+    assert.equal(name, 'user', `commands run as ${name} (uid ${uid}), want user`)
+    assert.notEqual(uid, '0')
+    await sbx.files.write(`${home}/owned/by-user.txt`, 'mine')
+    const owners = await sbx.commands.run(`stat -c %U ${home} ${home}/owned ${home}/owned/by-user.txt`)
+    assert.equal(owners.stdout, 'user\nuser\nuser\n', 'the home and what files.write made belong to user')
+    await sbx.commands.run(`echo by-command > ${home}/owned/by-command.txt`)
+    assert.equal((await sbx.commands.run(`stat -c %U ${home}/owned/by-command.txt`)).stdout, 'user\n')
   })
 
   await step('kill', async () => {

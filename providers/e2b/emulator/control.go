@@ -125,7 +125,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if s.backend.Capabilities().Image && body.TemplateID != "base" {
 		spec.Image = body.TemplateID
 	}
-	info, err := s.backend.Create(r.Context(), spec)
+	info, user, err := s.createBackend(r.Context(), spec, r.Header.Get(wire.HeaderDefaultUser))
 	if err != nil {
 		writeAPIError(w, statusOf(err), "creating the sandbox: "+err.Error())
 		return
@@ -134,7 +134,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	sb := &sandbox{
 		id: id, backendID: info.ID, template: body.TemplateID, metadata: maps.Clone(body.Metadata),
 		envs: body.EnvVars, started: now, end: now.Add(time.Duration(timeout) * time.Second),
-		internet: body.AllowInternetAccess, procs: map[uint32]*process{}, nextPID: 1000,
+		internet: body.AllowInternetAccess, procs: map[uint32]*process{}, nextPID: 1000, user: user,
 	}
 	if sb.metadata == nil {
 		sb.metadata = map[string]string{}
@@ -142,10 +142,39 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if body.Secure == nil || *body.Secure {
 		sb.token = s.tokenFor(id)
 	}
+	s.prepare(r.Context(), sb)
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, s.sandboxReply(sb))
+}
+
+// createBackend creates the backend sandbox with its default user: want,
+// E2B's "user" when empty. Root is the backend's own default. A backend
+// that cannot have another user (the local provider run by a user other
+// than root maps no other ids; its weak mode has none) gets a second try
+// without, and its own user runs everything. It returns the user that
+// requests naming none run as ("" for the backend's own).
+func (s *Server) createBackend(ctx context.Context, spec providers.Spec, want string) (providers.Info, string, error) {
+	if want == "" {
+		want = defaultUser
+	}
+	withUser := spec
+	withUser.Labels = maps.Clone(spec.Labels)
+	withUser.Labels[labelUser] = want
+	if want != rootUser {
+		withUser.User = want
+	}
+	info, err := s.backend.Create(ctx, withUser)
+	if err == nil || want == rootUser {
+		return info, want, err
+	}
+	if ctx.Err() != nil || isKind(err, providers.ErrAuth) || isKind(err, providers.ErrQuota) {
+		return info, "", err
+	}
+	s.logf("creating a sandbox with the user %q failed, creating one without: %v", want, err)
+	info, err = s.backend.Create(ctx, spec)
+	return info, "", err
 }
 
 func (s *Server) sandboxReply(sb *sandbox) wire.Sandbox {

@@ -42,6 +42,9 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id, port stri
 		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
 		return
 	}
+	if r.URL.Path != "/health" {
+		s.prepare(r.Context(), sb)
+	}
 	s.envd.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sandboxKey{}, sb)))
 }
 
@@ -89,18 +92,6 @@ func writeUnary(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// resolvePath makes an envd path absolute: relative paths and "~" start at
-// the sandbox's working directory, which stands in for the user's home.
-func resolvePath(p string) (string, error) {
-	if p == "" || p == "~" {
-		return providers.DefaultWorkdir, nil
-	}
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		p = rest
-	}
-	return providers.CleanPath(p, providers.DefaultWorkdir)
-}
-
 // entryOf converts a backend FileInfo to envd's EntryInfo.
 func entryOf(fi providers.FileInfo) wire.EntryInfo {
 	t := wire.FileTypeFile
@@ -129,7 +120,13 @@ func entryOf(fi providers.FileInfo) wire.EntryInfo {
 
 // handleFilesystem serves filesystem.Filesystem's unary methods.
 func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
-	ctx, id, b := r.Context(), sandboxOf(r).backendID, s.backend
+	sb := sandboxOf(r)
+	ctx, id, b := r.Context(), sb.backendID, s.backend
+	who, rerr := s.identityOf(r, sb)
+	if rerr != nil {
+		writeUnaryError(w, rerr)
+		return
+	}
 	// entry answers with the entry now at p.
 	entry := func(p string) (any, error) {
 		fi, err := b.Stat(ctx, id, p)
@@ -141,7 +138,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case wire.FSStat:
 		serveUnary(w, r, func(req wire.PathRequest) (any, error) {
-			p, err := resolvePath(req.Path)
+			p, err := who.resolve(req.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -149,7 +146,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 		})
 	case wire.FSListDir:
 		serveUnary(w, r, func(req wire.ListDirRequest) (any, error) {
-			p, err := resolvePath(req.Path)
+			p, err := who.resolve(req.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -170,7 +167,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 		})
 	case wire.FSMakeDir:
 		serveUnary(w, r, func(req wire.PathRequest) (any, error) {
-			p, err := resolvePath(req.Path)
+			p, err := who.resolve(req.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -187,11 +184,11 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 		})
 	case wire.FSMove:
 		serveUnary(w, r, func(req wire.MoveRequest) (any, error) {
-			from, err := resolvePath(req.Source)
+			from, err := who.resolve(req.Source)
 			if err != nil {
 				return nil, err
 			}
-			to, err := resolvePath(req.Destination)
+			to, err := who.resolve(req.Destination)
 			if err != nil {
 				return nil, err
 			}
@@ -202,7 +199,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 		})
 	case wire.FSRemove:
 		serveUnary(w, r, func(req wire.PathRequest) (any, error) {
-			p, err := resolvePath(req.Path)
+			p, err := who.resolve(req.Path)
 			if err != nil {
 				return nil, err
 			}

@@ -49,7 +49,12 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
 		return
 	}
-	p, err := resolvePath(r.URL.Query().Get("path"))
+	who, rerr := s.identityOf(r, sb)
+	if rerr != nil {
+		writeAPIError(w, http.StatusUnauthorized, rerr.Message)
+		return
+	}
+	p, err := who.resolve(r.URL.Query().Get("path"))
 	if err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
@@ -96,11 +101,16 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
 		return
 	}
+	who, rerr := s.identityOf(r, sb)
+	if rerr != nil {
+		writeAPIError(w, http.StatusUnauthorized, rerr.Message)
+		return
+	}
 	qpath := r.URL.Query().Get("path")
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var written []wire.UploadedEntry
 	write := func(dst string, body io.Reader) bool {
-		p, err := resolvePath(dst)
+		p, err := who.resolve(dst)
 		if err != nil {
 			writeAPIError(w, http.StatusBadRequest, err.Error())
 			return false

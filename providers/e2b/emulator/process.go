@@ -184,6 +184,12 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sub := p.subscribe()
+		w.Header().Set("Content-Type", wire.ContentTypeStream)
+		w.WriteHeader(http.StatusOK)
+		if err := s.send(w, &wire.ProcessEvent{Start: &wire.StartEvent{PID: p.pid}}); err != nil {
+			p.unsubscribe(sub)
+			return
+		}
 		s.follow(w, r, p, sub)
 	case wire.ProcessList:
 		serveUnary(w, r, func(struct{}) (any, error) {
@@ -370,11 +376,16 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 		writeStreamError(w, newRPCError(wire.CodeInvalidArgument, "process.cmd is empty"))
 		return
 	}
+	who, rerr := s.identityOf(r, sb)
+	if rerr != nil {
+		writeStreamError(w, rerr)
+		return
+	}
 	// A missing cwd is reported by the backend when the command starts
 	// (checking first would cost every command a file operation).
-	cwd := ""
+	cwd := who.home
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
-		c, err := resolvePath(*req.Process.Cwd)
+		c, err := who.resolve(*req.Process.Cwd)
 		if err != nil {
 			writeStreamError(w, errorFrom(err))
 			return
@@ -412,6 +423,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 		Argv:    append([]string{req.Process.Cmd}, req.Process.Args...),
 		Cwd:     cwd,
 		Env:     req.Process.Envs,
+		User:    who.exec,
 		Stdout:  outputWriter{p: p},
 		Stderr:  outputWriter{p: p, stderr: true},
 		Timeout: timeout,
@@ -470,11 +482,6 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, p *process, sub 
 		t := time.NewTicker(time.Duration(v) * time.Second)
 		defer t.Stop()
 		tick = t.C
-	}
-	if r.URL.Path == wire.ProcessConnect {
-		if err := s.send(w, &wire.ProcessEvent{Start: &wire.StartEvent{PID: p.pid}}); err != nil {
-			return
-		}
 	}
 	for {
 		select {

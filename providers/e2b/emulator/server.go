@@ -19,11 +19,25 @@
 // supports images); a pause that freezes processes (a paused sandbox only
 // refuses envd traffic until connect); envd's PTYs, directory watching,
 // /files/compose, /metrics and the orchestrator's endpoints; Range and gzip
-// replies on GET /files and file metadata (X-Metadata-*); distinct users
-// (every command runs as the backend's user; relative paths and ~ start at
-// /workspace); ports other than envd's; signals other than SIGKILL and
-// SIGTERM (both end the command through the backend); exit events kept for
-// late Connect calls; protobuf binary encoding and compression.
+// replies on GET /files and file metadata (X-Metadata-*); file owners in
+// entries (always "user"); ports other than envd's; signals other than
+// SIGKILL and SIGTERM (both end the command through the backend); exit
+// events kept for late Connect calls; protobuf binary encoding and
+// compression. Process ids are the emulator's, not the sandbox's.
+//
+// Like E2B, each sandbox has the user "user" (see users.go): it is the
+// backend sandbox's default user (Spec.User), commands run as the user a
+// request names (the SDKs' user option; "user" when none) in that user's
+// home with its HOME, USER and LOGNAME, and "~" and relative paths start
+// at that home. The emulator's extension header wire.HeaderDefaultUser on
+// a create names another default user (this project's e2b client sends
+// root, the user it runs everything as). File operations run as the
+// sandbox's default user whatever user they name, and root is the
+// backend's root (the local provider's has no capabilities: it cannot
+// write the user's files). A sandbox is a machine as on E2B when the
+// backend's are (the local provider's): what one command starts runs on
+// for the next, and files in /tmp, /home/user and everywhere else stay
+// between calls.
 package emulator
 
 import (
@@ -61,12 +75,15 @@ const (
 	// labelEnd holds the end of the sandbox's first timeout (Unix
 	// seconds), so that a restarted emulator keeps its deadline.
 	labelEnd = "e2b-emulator-end"
+	// labelUser names the sandbox's default user (Spec.User) when the
+	// backend took it.
+	labelUser = "e2b-emulator-user"
 )
 
 // internalLabel reports the labels the emulator keeps for itself and never
 // shows as metadata.
 func internalLabel(k string) bool {
-	return k == labelMarker || k == labelID || k == labelTemplate || k == labelEnd
+	return k == labelMarker || k == labelID || k == labelTemplate || k == labelEnd || k == labelUser
 }
 
 // Timeouts of created sandboxes, in seconds: the server default when the
@@ -126,6 +143,15 @@ type sandbox struct {
 	mu      sync.Mutex
 	procs   map[uint32]*process
 	nextPID uint32
+
+	// user is the sandbox's default user, "user" unless the backend
+	// refused it ("" then: the backend's own user).
+	user string
+	// setupMu guards what prepare learns: whether it ran, and the home
+	// of user ("" for the backend's default directory).
+	setupMu  sync.Mutex
+	prepared bool
+	home     string
 }
 
 // New returns an emulator running every sandbox on backend. Close stops
@@ -333,7 +359,7 @@ func (s *Server) adopt(info providers.Info) *sandbox {
 	}
 	sb := &sandbox{
 		id: id, backendID: info.ID, template: info.Labels[labelTemplate], metadata: md,
-		token: s.tokenFor(id), started: started, end: end,
+		token: s.tokenFor(id), started: started, end: end, user: info.Labels[labelUser],
 		procs: map[uint32]*process{}, nextPID: 1000,
 	}
 	s.sandboxes[id] = sb

@@ -28,6 +28,10 @@ const (
 	// HeaderConnectTimeout is the Connect deadline; for process Start envd
 	// also uses it as the process's lifetime.
 	HeaderConnectTimeout = "Connect-Timeout-Ms"
+	// HeaderDefaultUser, on a create, names the default user of the
+	// sandbox: an extension of this project's emulator (E2B ignores it),
+	// whose sandboxes otherwise default to E2B's "user".
+	HeaderDefaultUser = "E2b-Emulator-Default-User"
 )
 
 // EnvdPort is the port envd listens on inside every sandbox.
