@@ -271,15 +271,17 @@ func escapeCases() []escapeCase {
 			// the root and the top of each layer, so it may create
 			// files directly in /, /etc, /usr or /opt, but nothing
 			// below the host's root-owned directories (overlayfs
-			// cannot copy them up). /sys is not there to write into,
-			// nor /home for root (its HOME is /root; a user's home
-			// is under /home). Nobody reaches the host.
+			// cannot copy them up). /var/tmp is the sandbox's own
+			// (open to all, like the host's, which it never shows).
+			// /sys is not there to write into, nor /home for root
+			// (its HOME is /root; a user's home is under /home).
+			// Nobody reaches the host.
 			shell:    `for d in /etc /usr /usr/local /var/tmp /opt / /home /sys; do if (echo x > $d/w$T) 2>/dev/null; then echo "$d layer"; else echo "$d denied"; fi; done`,
-			want:     "/etc layer\n/usr layer\n/usr/local denied\n/var/tmp denied\n/opt layer\n/ layer\n/home layer\n/sys denied\n",
+			want:     "/etc layer\n/usr layer\n/usr/local denied\n/var/tmp layer\n/opt layer\n/ layer\n/home layer\n/sys denied\n",
 			wantRoot: "/etc layer\n/usr layer\n/usr/local layer\n/var/tmp layer\n/opt layer\n/ layer\n/home denied\n/sys denied\n",
 			check: func(t *testing.T, e *escapeEnv, id, tok string) {
 				// What was written is in the sandbox's upper layer.
-				for _, p := range []string{"etc", "usr", "opt", rootLayerName} {
+				for _, p := range []string{"etc", "usr", "opt", rootLayerName, "var/tmp"} {
 					if _, err := os.Lstat(filepath.Join(e.p.dir, id, upperDir, p, "w"+tok)); err != nil {
 						t.Errorf("write to /%s is not in the sandbox's layer: %v", p, err)
 					}
@@ -927,17 +929,29 @@ func checkPathSocket(t *testing.T, e *escapeEnv, id, tok string) {
 	if r.stdout != "denied ENOENT\ndenied ENOENT\ndenied ENOENT\n" {
 		t.Errorf("host sockets: %q", r.stdout)
 	}
+	// A host socket under /var/tmp, open to every host user: not even
+	// visible (the sandbox's /var/tmp is its own).
+	tmpSock := filepath.Join("/var/tmp", "sock-"+tok)
+	tmpLn, err := net.Listen("unix", tmpSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(tmpSock)
+	defer tmpLn.Close()
+	if r := e.runRow(t, id, tok, `$P connect-unix /var/tmp/sock-$T`); r.stdout != "denied ENOENT\n" {
+		t.Errorf("host socket in /var/tmp: %q", r.stdout)
+	}
 	if e.root {
-		// A host socket under /var/tmp: visible through the overlay,
+		// A host socket in /var/lib: visible through the overlay,
 		// but not connectable.
-		sock := filepath.Join("/var/tmp", "sock-"+tok)
+		sock := filepath.Join("/var/lib", "sock-"+tok)
 		ln, err := net.Listen("unix", sock)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer os.Remove(sock)
 		defer ln.Close()
-		if r := e.runRow(t, id, tok, `$P connect-unix /var/tmp/sock-$T`); r.stdout != "denied ECONNREFUSED\n" {
+		if r := e.runRow(t, id, tok, `$P connect-unix /var/lib/sock-$T`); r.stdout != "denied ECONNREFUSED\n" {
 			t.Errorf("host socket below an overlay: %q", r.stdout)
 		}
 		ln.Close()
@@ -978,7 +992,8 @@ func TestEscapeUnprivileged(t *testing.T) {
 		t.Log("already unprivileged: TestEscape itself is the unprivileged run")
 		return
 	}
-	runUnprivileged(t, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist")
+	runUnprivileged(t, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist",
+		"TestStateDirHidden", "TestVarTmpPrivateInOldSandbox", "TestMountinfoHidesStatePaths", "TestDeleteEndsRunningCommands")
 }
 
 // unprivUID is the unprivileged user the root run switches to.

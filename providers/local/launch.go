@@ -111,6 +111,7 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, req machineRequest, s
 // overlay work directories of slot slotN: for a machine, everything its
 // root is built from; in the weak mode, an operation's whole setting.
 func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
+	p.loadMasks() // before isolation reads p.masks
 	cfg.Root = filepath.Join(p.dir, rootMount)
 	cfg.Workspace = filepath.Join(dir, workspaceDir)
 	cfg.HomeSrc = filepath.Join(dir, homeDirName)

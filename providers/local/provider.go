@@ -74,8 +74,15 @@ type Provider struct {
 	bg background
 	// cg is what this host lets the provider do with cgroups.
 	cg cgroups
-	// masks are host paths hidden in every sandbox (see hostMasks).
+	// masks are host paths hidden in every sandbox (see hostMasks and
+	// stateMasks), set by loadMasks when a machine first starts; mask
+	// is the rest of that work (see maskState).
 	masks []string
+	mask  maskState
+	// hostHome is the invoking user's HOME on the host, and stateDir the
+	// tool's state directory (Config.StateDir), both hidden in every
+	// sandbox wherever they lie.
+	hostHome, stateDir string
 	// weak runs commands without namespaces (see weak.go), by request.
 	weak bool
 	// base is the layer laid over the host's /etc (see etcBase).
@@ -102,7 +109,8 @@ func New(cfg providers.Config) (*Provider, error) {
 	p.uids, p.gids = hostIDMappings(p.uid, p.gid)
 	p.layers, p.links = hostLayout("/")
 	p.cg = detectCgroups()
-	p.masks = providerMasks(dir, p.layers, p.uid, os.Getenv("HOME"))
+	p.hostHome = os.Getenv("HOME")
+	p.stateDir = cfg.StateDir
 	return p, nil
 }
 
@@ -207,6 +215,9 @@ func (m meta) isolation() string {
 // machine, and is always ready) is labelled so, whatever mode created it.
 func (p *Provider) info(m meta, dir string) providers.Info {
 	info := m.info()
+	info.Resources = p.effectiveResources(m.Resources)
+	info.AutoStop = m.autoStop()
+	info.User = m.User
 	if p.weak {
 		info.Isolation = isolationWeak
 	} else {
@@ -374,11 +385,21 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+// writeFileAtomic writes b through a temporary file and a rename. The file
+// is readable by its owner alone (0600): a sandbox's metadata holds the
+// values of its --env variables.
+func writeFileAtomic(path string, b []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write(append(b, '\n'))
+	werr := f.Chmod(0o600)
+	if werr == nil {
+		_, werr = f.Write(b)
+	}
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		_ = os.Remove(f.Name())

@@ -66,6 +66,14 @@ func buildTree(cfg *initConfig) error {
 		return &setupError{err: mountErr("make / private", err), unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
 	}
 	root := cfg.Root
+	// The overlays' layers are named relative to the provider's
+	// directory (Root's parent), its working directory meanwhile:
+	// /proc/self/mountinfo in the sandbox shows their options as given,
+	// and absolute paths would tell it where the host keeps the state
+	// directory (often the user's HOME, with the user's name).
+	if err := unix.Chdir(filepath.Dir(root)); err != nil {
+		return fmt.Errorf("enter the state directory: %w", err)
+	}
 	if err := mountRootLayer(root, cfg); err != nil {
 		return err
 	}
@@ -170,8 +178,8 @@ func mountRootLayer(root string, cfg *initConfig) error {
 		return err
 	}
 	retireWork(l.Work, cfg.Trash, cfg.Spread)
-	opts := "lowerdir=" + overlayEscape(cfg.Skel) + ",upperdir=" + overlayEscape(l.Upper) +
-		",workdir=" + overlayEscape(l.Work) + ",userxattr,volatile"
+	opts := "lowerdir=" + layerOpt(root, cfg.Skel) + ",upperdir=" + layerOpt(root, l.Upper) +
+		",workdir=" + layerOpt(root, l.Work) + ",userxattr,volatile"
 	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return &setupError{err: fmt.Errorf("the sandbox's root overlay: %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", err),
 			unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
@@ -207,12 +215,17 @@ func mountOverlay(root string, l mountLayer, cfg *initConfig) error {
 		return err
 	}
 	retireWork(l.Work, cfg.Trash, cfg.Spread)
-	lower := overlayEscape(l.Lower)
-	if l.Base != "" {
-		lower = overlayEscape(l.Base) + ":" + lower // the leftmost is on top
+	if l.Name == "var" {
+		if err := privateVarTmp(l.Upper); err != nil {
+			return fmt.Errorf("the sandbox's /var/tmp: %w", err)
+		}
 	}
-	opts := "lowerdir=" + lower + ",upperdir=" + overlayEscape(l.Upper) +
-		",workdir=" + overlayEscape(l.Work) + ",userxattr,volatile"
+	lower := layerOpt(root, l.Lower)
+	if l.Base != "" {
+		lower = layerOpt(root, l.Base) + ":" + lower // the leftmost is on top
+	}
+	opts := "lowerdir=" + lower + ",upperdir=" + layerOpt(root, l.Upper) +
+		",workdir=" + layerOpt(root, l.Work) + ",userxattr,volatile"
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("overlay of the host's /%s (upper layer %s): %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", l.Name, l.Upper, err)
 	}
@@ -249,6 +262,51 @@ func retireWork(work, trash string, spread bool) {
 	}
 	_ = unix.Rmdir(dir)
 	_ = unix.Rmdir(work + "/work/incompat")
+}
+
+// layerOpt is the path p of an overlay's layer as its mount option: relative
+// to the provider's directory (root's parent, which buildTree made the
+// working directory) when it lies there, and escaped.
+func layerOpt(root, p string) string {
+	if rel, ok := strings.CutPrefix(p, filepath.Dir(root)+"/"); ok && rel != "" {
+		p = rel
+	}
+	return overlayEscape(p)
+}
+
+// opaqueXattr marks an overlay's upper directory as hiding the lower
+// layers' (with the userxattr option the overlays are mounted with).
+const opaqueXattr = "user.overlay.opaque"
+
+// privateVarTmp makes the sandbox's /var/tmp its own: the directory tmp of
+// its /var layer's upper directory, marked opaque, so that the overlay
+// shows nothing of the host's /var/tmp, where any host user may leave
+// files (and where XDG_STATE_HOME=/var/tmp/x would put the state of every
+// sandbox). Like the rest of the layer it persists until the sandbox is
+// deleted. A sandbox made before keeps what it wrote there; one that made
+// /var/tmp something else (a link to /tmp) keeps that, which shows nothing
+// of the host's either.
+func privateVarTmp(upper string) error {
+	dir := filepath.Join(upper, "tmp")
+	var st unix.Stat_t
+	switch err := unix.Lstat(dir, &st); {
+	case err == unix.ENOENT:
+		if err := unix.Mkdir(dir, 0o1777); err != nil {
+			return err
+		}
+		if err := unix.Chmod(dir, 0o1777); err != nil { // past the umask
+			return err
+		}
+	case err != nil:
+		return err
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return nil
+	}
+	buf := make([]byte, 1)
+	if n, err := unix.Lgetxattr(dir, opaqueXattr, buf); err == nil && n == 1 && buf[0] == 'y' {
+		return nil
+	}
+	return unix.Lsetxattr(dir, opaqueXattr, []byte("y"), 0)
 }
 
 // replaceDir makes the directory fresh, moves dir to gone and fresh to

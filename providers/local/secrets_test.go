@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentbox/sandbox/providers"
@@ -48,8 +49,14 @@ func TestHostSecretsInvisible(t *testing.T) {
 	secret := "leaked-" + tok // file contents; paths carry tok alone
 	// The invoking user's HOME, placed under a system directory the
 	// sandbox overlays (as for a service account such as
-	// /var/lib/jenkins), holding every kind of credential.
-	home, err := os.MkdirTemp("/var/tmp", "sandbox-home-")
+	// /var/lib/jenkins), holding every kind of credential. An
+	// unprivileged user may only write to /var/tmp, which no sandbox sees
+	// (each has its own); root puts it in /var/lib, which the masks hide.
+	homeParent := "/var/tmp"
+	if os.Getuid() == 0 {
+		homeParent = "/var/lib"
+	}
+	home, err := os.MkdirTemp(homeParent, "sandbox-home-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,21 +226,130 @@ func TestHostMasks(t *testing.T) {
 	if got := hostMasks(layers, 1000, mine, passwd); !slices.Contains(got, mine) {
 		t.Errorf("hostMasks = %v, want the invoking user's HOME %s", got, mine)
 	}
-	// Root: unreadable, non-empty entries of the scanned directories.
-	scan := t.TempDir()
-	for name, spec := range map[string]struct {
-		mode    os.FileMode
-		content string
-	}{"key.pem": {0o600, "k"}, "lock.pwd": {0o600, ""}, "pub.txt": {0o644, "p"}} {
-		plantFile(t, filepath.Join(scan, name), spec.content, spec.mode)
+}
+
+// TestSecretScan checks the rule of the root scan on a planted tree: at
+// any depth, what belongs to root and is kept from other users is hidden;
+// what other users may read, what belongs to another user, what lies in a
+// directory the sandbox's root may not enter, empty files, links and
+// other file systems are not.
+func TestSecretScan(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Log("needs root to own files as other users; covered by the root run in CI")
+		return
 	}
-	if err := os.Mkdir(filepath.Join(scan, "private"), 0o700); err != nil {
+	scan := t.TempDir()
+	type entry struct {
+		path      string
+		mode      os.FileMode
+		uid, gid  int
+		content   string // "/" makes a directory
+		wantMask  bool
+		wantWatch bool
+	}
+	entries := []entry{
+		{"key.pem", 0o600, 0, 0, "k", true, false},
+		{"lock.pwd", 0o600, 0, 0, "", false, true},
+		{"pub.txt", 0o644, 0, 0, "p", false, false},
+		{"private", 0o700, 0, 0, "/", true, false},
+		{"private/inner", 0o600, 0, 0, "x", false, false}, // below a mask
+		{"deep", 0o755, 0, 0, "/", false, true},
+		{"deep/a", 0o755, 0, 0, "/", false, true},
+		{"deep/a/b", 0o755, 0, 0, "/", false, true},
+		{"deep/a/b/credentials", 0o600, 0, 0, "secret", true, false},
+		{"deep/a/b/group-root.conf", 0o640, 4242, 0, "secret", true, false},
+		{"deep/a/b/shared.conf", 0o640, 0, 4242, "secret", true, false},
+		{"deep/a/b/world.conf", 0o644, 0, 0, "public", false, false},
+		{"deep/a/b/theirs.conf", 0o600, 4242, 4242, "theirs", false, false},
+		{"deep/listonly", 0o711, 0, 0, "/", true, false},
+		{"deep/noenter", 0o744, 0, 0, "/", true, false},
+		{"deep/pg", 0o700, 4242, 4242, "/", false, true},
+		{"deep/pg/root-file", 0o600, 0, 0, "unreachable", false, false},
+		{"deep/svc", 0o755, 4242, 4242, "/", false, true},
+		{"deep/svc/root-secret", 0o600, 0, 0, "secret", true, false},
+		{"deep/partial", 0o700, 4242, 0, "/", false, true}, // apt's: _apt:root 0700
+		{"deep/grouplist", 0o750, 4242, 0, "/", true, false},
+		{"deep/groupx", 0o710, 4242, 0, "/", false, true},
+		{"deep/groupx/root-secret", 0o600, 0, 0, "secret", true, false},
+		{"deep/a/b/group-none.conf", 0o600, 4242, 0, "theirs", false, false},
+	}
+	var wantMasks, wantWatch []string
+	for _, e := range entries {
+		full := filepath.Join(scan, e.path)
+		if e.content == "/" {
+			if err := os.Mkdir(full, e.mode); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(full, []byte(e.content), e.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(full, e.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(full, e.uid, e.gid); err != nil {
+			t.Fatal(err)
+		}
+		if e.wantMask {
+			wantMasks = append(wantMasks, full)
+		}
+		if e.wantWatch {
+			wantWatch = append(wantWatch, full)
+		}
+	}
+	if err := os.Symlink(filepath.Join(scan, "key.pem"), filepath.Join(scan, "deep", "link")); err != nil {
 		t.Fatal(err)
 	}
-	got = unreadableEntries(scan)
-	want := []string{filepath.Join(scan, "key.pem"), filepath.Join(scan, "private")}
-	if !slices.Equal(got, want) {
-		t.Errorf("unreadableEntries = %v, want %v", got, want)
+	if err := syscall.Mkfifo(filepath.Join(scan, "deep", "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Another file system mounted below: not part of the overlay's layer.
+	mnt := filepath.Join(scan, "deep", "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "mode=755"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	plantFile(t, filepath.Join(mnt, "other-fs-secret"), "x", 0o600)
+
+	s := &secretScanner{groups: []uint32{0}, stamps: newStamps()}
+	top := strings.Split(strings.TrimPrefix(scan, "/"), "/")[0]
+	s.scanTree([]layer{{Name: top, Lower: "/" + top}}, scan)
+	slices.Sort(s.masks)
+	slices.Sort(wantMasks)
+	if !slices.Equal(s.masks, wantMasks) {
+		t.Errorf("masks:\n got %v\nwant %v", s.masks, wantMasks)
+	}
+	for _, w := range append(wantWatch, scan) {
+		kind := string(rune(stampFull))
+		if strings.HasSuffix(w, "/pg") || strings.HasSuffix(w, "/partial") {
+			kind = string(rune(stampPerms)) // not entered: its mode and owner only
+		}
+		if !slices.Contains(s.stamps.watch, kind+w) {
+			t.Errorf("%s is not watched as %s (watched: %v)", w, kind, s.stamps.watch)
+		}
+	}
+	for _, p := range s.stamps.watch {
+		if strings.HasPrefix(p[1:], mnt) {
+			t.Errorf("the scan entered another file system: %s", p)
+		}
+	}
+	// Outside every layer nothing is scanned.
+	s = &secretScanner{groups: []uint32{0}, stamps: newStamps()}
+	s.scanTree([]layer{{Name: "nonexistent-layer"}}, scan)
+	if len(s.masks) != 0 {
+		t.Errorf("masked %v outside every layer", s.masks)
+	}
+	// The host's own trees: /var/tmp, every sandbox's own, is left out.
+	varTmpSecret := filepath.Join("/var/tmp", token(t)+"-secret")
+	plantFile(t, varTmpSecret, "secret", 0o600)
+	t.Cleanup(func() { os.Remove(varTmpSecret) })
+	layers, _ := hostLayout("/")
+	for _, m := range hostMasks(layers, 0, "", "/etc/passwd") {
+		if strings.HasPrefix(m, "/var/tmp/") {
+			t.Errorf("mask %s in /var/tmp, which no sandbox sees", m)
+		}
 	}
 }
 
@@ -241,25 +357,74 @@ func TestCachedMasks(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	scan := filepath.Join(dir, "scan")
-	if err := os.Mkdir(scan, 0o755); err != nil {
+	deep := filepath.Join(scan, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(deep, "empty.lock")
+	plantFile(t, empty, "", 0o600)
+	// A directory the scan does not enter: only its mode and owner count.
+	closed := filepath.Join(scan, "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(dir, maskCacheFile)
 	calls := 0
-	compute := func() []string { calls++; return []string{"/m" + strconv.Itoa(calls)} }
-	get := func(extra string) []string { return cachedMasks(cache, extra, []string{scan}, compute) }
+	compute := func(st *stamps) []string {
+		calls++
+		for _, p := range []string{scan, filepath.Join(scan, "a"), deep, empty} {
+			st.add(stampFull, p)
+		}
+		st.add(stampPerms, closed)
+		return []string{"/m" + strconv.Itoa(calls)}
+	}
+	get := func(key string) []string { return cachedMasks(cache, key, compute) }
 	first := get("uid=0")
 	if again := get("uid=0"); calls != 1 || !slices.Equal(again, first) {
 		t.Fatalf("second call computed again (%d) or differs: %v vs %v", calls, again, first)
 	}
-	// A new entry in a scanned directory is noticed.
-	plantFile(t, filepath.Join(scan, "new-secret"), "x", 0o600)
-	if got := get("uid=0"); calls != 2 || slices.Equal(got, first) {
-		t.Errorf("a new entry did not recompute: calls %d, %v", calls, got)
+	step := func(what string, change func()) {
+		t.Helper()
+		before := calls
+		change()
+		get("uid=0")
+		if calls != before+1 {
+			t.Errorf("%s did not recompute", what)
+		}
+		get("uid=0")
+		if calls != before+1 {
+			t.Errorf("after %s, the cache was not used again", what)
+		}
 	}
-	// So is a different user or HOME.
+	// A new entry at any depth is noticed, and so are a write to a
+	// watched file and a chmod of a watched directory.
+	step("a new entry two levels down", func() { plantFile(t, filepath.Join(deep, "new-secret"), "x", 0o600) })
+	step("a new top-level entry", func() { plantFile(t, filepath.Join(scan, "top-secret"), "x", 0o600) })
+	step("a write to a watched empty file", func() { plantFile(t, empty, "now a secret", 0o600) })
+	step("a chmod of a watched directory", func() {
+		if err := os.Chmod(filepath.Join(scan, "a"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("a chmod of a directory not entered", func() {
+		if err := os.Chmod(closed, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	})
+	before := calls
+	plantFile(t, filepath.Join(closed, "queue-file"), "x", 0o600)
+	if get("uid=0"); calls != before {
+		t.Errorf("a new entry in a directory not entered recomputed")
+	}
+	step("a removed directory", func() {
+		if err := os.RemoveAll(deep); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// So is a different key (another user, HOME or rule).
+	before = calls
 	get("uid=1000")
-	if calls != 3 {
+	if calls != before+1 {
 		t.Errorf("another key did not recompute: calls %d", calls)
 	}
 	// A damaged cache is recomputed.
@@ -267,7 +432,7 @@ func TestCachedMasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	get("uid=1000")
-	if calls != 4 {
+	if calls != before+2 {
 		t.Errorf("a damaged cache was used: calls %d", calls)
 	}
 }
