@@ -8,9 +8,13 @@ import (
 )
 
 // TestConformance runs the shared provider suite against our client talking
-// to the emulator (backed by real local sandboxes) over real HTTP.
+// to the emulator (backed by real local sandboxes) over real HTTP. An E2B
+// sandbox is a machine (a VM: what a command starts with `&` keeps running,
+// /tmp stays), though the client does not implement providers.Machine:
+// Options.Machine runs the machine checks that need no Machine method.
 func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Options{
-		New: func(t *testing.T) providers.Provider { return newHarness(t).client(t, nil) },
+		New:     func(t *testing.T) providers.Provider { return newHarness(t).client(t, nil) },
+		Machine: true,
 	})
 }

@@ -169,6 +169,9 @@ func (r *run) runOne(c command) (code int, exit bool, err error) {
 		target = path.Join(r.cwd, target)
 	}
 	if werr := r.redirectTo(target, buf.Bytes(), c.appendTo); werr != nil {
+		if ierr := r.interrupted(); ierr != nil {
+			return 137, exit, ierr
+		}
 		fmt.Fprintf(r.stderr, "fake: cannot create %s: %v\n", c.redirect, werr)
 		return 2, exit, nil
 	}
@@ -180,6 +183,12 @@ func (r *run) redirectTo(target string, data []byte, appendTo bool) error {
 	p := r.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Under the lock: a background command is cancelled under it when
+	// it is signalled or stopped, and then writes nothing (nor starts
+	// the stopped sandbox again).
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
 	b, target, err := p.lookup(r.id, "exec", target)
 	if err != nil {
 		return err

@@ -44,17 +44,21 @@
 // and stderr kept in memory for Logs; it gets the next pid of its sandbox
 // (from 2; PID 1 is the machine's init, which Processes lists too). Signal
 // cancels it: it ends with status 128+signal. Stop ends every background
-// command the same way (SIGKILL), removes everything under /tmp and marks
-// the sandbox stopped: Processes lists nothing, Logs still reads what the
-// commands wrote, and the next Exec, file operation or Start starts it
-// again, forgetting the old commands.
+// command the same way (SIGKILL), removes everything under /tmp, forgets
+// the sessions (see below) and marks the sandbox stopped: Processes lists
+// nothing, Logs still reads what the commands wrote, and the next Exec,
+// file operation or Start starts it again, forgetting the old commands. A
+// background command that was signalled or stopped touches no file after
+// that, and never starts a stopped sandbox again.
 //
 // # Sessions
 //
 // The fake keeps ExecRequest.Session itself (providers.SessionKeeper): a
 // command of a session starts with the environment and working directory
 // the session's previous command ended with (the directory only when the
-// request sets no Cwd and it still exists), the request's Env on top.
+// request sets no Cwd and it still exists), the request's Env on top. A
+// real sandbox keeps that state under /tmp (providers.SessionDir), which a
+// stop empties: Stop forgets the sessions too.
 //
 // # Test hooks
 //

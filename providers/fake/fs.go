@@ -123,11 +123,14 @@ func (p *Provider) lookup(id, op, name string) (*box, string, error) {
 }
 
 func (p *Provider) readFile(ctx context.Context, id, name string) (io.ReadCloser, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Under the lock: a background command is cancelled under it when
+	// it is signalled or stopped, and then reads nothing (nor starts
+	// the stopped sandbox again).
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	b, name, err := p.lookup(id, "read", name)
 	if err != nil {
 		return nil, err

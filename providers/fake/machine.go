@@ -122,8 +122,9 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	return nil
 }
 
-// Stop ends the background commands, empties /tmp and marks the sandbox
-// stopped. Stopping a stopped sandbox does nothing.
+// Stop ends the background commands, empties /tmp, forgets the sessions
+// (whose state a real sandbox keeps under /tmp, providers.SessionDir) and
+// marks the sandbox stopped. Stopping a stopped sandbox does nothing.
 func (p *Provider) Stop(ctx context.Context, id string) error {
 	if err := p.enter("Stop"); err != nil {
 		return err
@@ -147,6 +148,7 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 			delete(b.files, name)
 		}
 	}
+	b.sessions = nil
 	b.info.State = providers.StateStopped
 	p.mu.Unlock()
 	for _, d := range dones {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -47,6 +49,9 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	if err != nil {
 		return providers.ExecResult{}, err
 	}
+	// The machine the command runs on, to tell a stop from a crash if
+	// the command never reports.
+	ran, _ := readMachineRecord(dir)
 	if p.weak {
 		pr.closeCtl(false)
 	}
@@ -75,8 +80,23 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 		return res, setupErr(id, last)
 	case got && last.Err != "":
 		return res, errorOf("exec in "+id, last)
+	case !p.weak && stoppedSince(dir, ran):
+		return res, providers.Errorf(providers.ErrUnavailable, Name, "exec in "+id, "the sandbox was stopped before the command reported its end (or its pid); try again")
 	}
 	return res, pr.initDied()
+}
+
+// stoppedSince reports whether the machine ran was stopped (by Stop, an
+// auto-stop or Delete) rather than killed: a stop unlinks the machine's
+// record first, while a killed machine leaves it for the next start to
+// find (which then marks the crash). No record at all once the command
+// started means that the machine was being stopped already.
+func stoppedSince(dir string, ran machineRecord) bool {
+	if _, err := os.Stat(filepath.Join(dir, crashedFile)); err == nil {
+		return false
+	}
+	now, err := readMachineRecord(dir)
+	return ran.pid == 0 || err != nil || now != ran
 }
 
 // feed copies the caller's stdin into the command's. It may outlive Exec

@@ -182,14 +182,20 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 	if c, err := p.dialMachine(dir); err == nil {
 		return c, nil
 	}
-	if err := p.ensureMachine(dir, id); err != nil {
-		return nil, err
+	// A stop may retire the machine between its start and the dial:
+	// start it again.
+	for attempt := 1; ; attempt++ {
+		if err := p.ensureMachine(dir, id); err != nil {
+			return nil, err
+		}
+		c, err := p.dialMachine(dir)
+		if err == nil {
+			return c, nil
+		}
+		if attempt == machineAttempts {
+			return nil, &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine stopped as the operation started; try again", Err: err}
+		}
 	}
-	c, err := p.dialMachine(dir)
-	if err != nil {
-		return nil, fmt.Errorf("local: sandbox %s: machine: %w", id, err)
-	}
-	return c, nil
 }
 
 // ensureMachine starts the sandbox's machine unless it runs. Starts are
@@ -326,6 +332,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
 	}
 	cfg.HostPID = cmd.Process.Pid
+	p.confirmMasks(cfg) // the host's secrets, checked meanwhile (see maskState)
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		return fail(fmt.Errorf("local: encode machine configuration: %w", err))
@@ -644,7 +651,15 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 	if err := p.stopMachine(dir, stopGrace); err != nil {
 		return fmt.Errorf("local: stop sandbox %s: %w", id, err)
 	}
-	p.cg.removeSandbox(id)
+	// Under the machine lock, and only while the sandbox is still
+	// stopped: a start that followed the stop is placing its init in
+	// these cgroups.
+	if lock, err := lockFile(dir, machineLock, unix.LOCK_EX); err == nil {
+		if _, alive := liveMachine(dir); !alive {
+			p.cg.removeSandbox(id)
+		}
+		lock.Close()
+	}
 	return nil
 }
 

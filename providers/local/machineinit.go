@@ -233,12 +233,14 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 
 // ignoreSignals makes every signal that would end or stop the init
 // ignored: as PID 1 of its namespace it only receives, from inside, the
-// signals it handles, and the Go runtime handles most of them.
+// signals it handles, and the Go runtime handles most of them. The
+// synchronous ones (SEGV, BUS, FPE, ILL) too: the runtime ignores them
+// when kill(2) sends them, and still panics on a real fault.
 func ignoreSignals() {
 	signal.Ignore(unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM, unix.SIGUSR1, unix.SIGUSR2,
 		unix.SIGPIPE, unix.SIGALRM, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGXCPU, unix.SIGXFSZ,
 		unix.SIGVTALRM, unix.SIGPROF, unix.SIGIO, unix.SIGPWR, unix.SIGSYS, unix.SIGTRAP, unix.SIGABRT,
-		unix.SIGSTKFLT, unix.SIGWINCH)
+		unix.SIGSTKFLT, unix.SIGWINCH, unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL)
 }
 
 // reap waits for every child of the init: its runners, whose status it
@@ -1072,6 +1074,11 @@ func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr)
 // then receives one operation's descriptors, moves them to where an init
 // has them and runs the operation.
 func runRunner() int {
+	// The init ignores these, and an ignored signal stays ignored
+	// through fork and exec (the Go runtime keeps an inherited SIG_IGN
+	// of SIGHUP, SIGINT and the job-control stops): caught here, they
+	// are back to their defaults in the command this runner executes.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGHUP, unix.SIGINT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
 	sock := runnerFD
 	closeOnExecFrom(sock)
 	f := os.NewFile(uintptr(sock), "init")

@@ -98,6 +98,35 @@ func seccompFilter() ([]bpf.RawInstruction, error) {
 	}
 	prog = append(prog, flagCheck(unix.SYS_CLONE, cloneNSFlags)...)
 	prog = append(prog, flagCheck(unix.SYS_UNSHARE, unshareNSFlags)...)
+	// Signals with a code other than kill(2)'s reach the machine's init
+	// (PID 1, a Go program) as faults of its own: a queued SIGSEGV,
+	// SIGBUS, SIGFPE, SIGILL, SIGTRAP or SIGSYS crashes it. No command
+	// may queue one to PID 1 (to the process or one of its threads),
+	// send one through a pidfd, or have the kernel send one for I/O
+	// (F_SETSIG; without it that signal is SIGIO, which the init
+	// ignores). Only the low half of each argument counts: the kernel
+	// reads pids and fcntl commands as ints.
+	argEquals := func(nr uintptr, arg int, val uint32) []bpf.Instruction {
+		return []bpf.Instruction{
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: 4},
+			bpf.LoadAbsolute{Off: uint32(seccompArgOff + 8*arg), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: val, SkipFalse: 1},
+			bpf.RetConstant{Val: secEPERM},
+			bpf.RetConstant{Val: secAllow},
+		}
+	}
+	prog = append(prog, argEquals(unix.SYS_RT_SIGQUEUEINFO, 0, 1)...)
+	prog = append(prog, argEquals(unix.SYS_RT_TGSIGQUEUEINFO, 0, 1)...)
+	prog = append(prog, argEquals(unix.SYS_FCNTL, 1, unix.F_SETSIG)...)
+	// pidfd_send_signal with a siginfo (its third argument, a pointer).
+	prog = append(prog,
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_PIDFD_SEND_SIGNAL, SkipFalse: 6},
+		bpf.LoadAbsolute{Off: seccompArgOff + 16, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 3},
+		bpf.LoadAbsolute{Off: seccompArgOff + 20, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 1},
+		bpf.RetConstant{Val: secAllow},
+		bpf.RetConstant{Val: secEPERM})
 	ioctl := []bpf.Instruction{
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_IOCTL, SkipFalse: uint8(2 + 2*len(deniedIoctls))},
 		bpf.LoadAbsolute{Off: seccompArgOff + 8, Size: 4},

@@ -72,6 +72,22 @@ func (b broken) Download(ctx context.Context, id, src string, w io.Writer) error
 	return b.Provider.Download(ctx, id, src, w)
 }
 
+func (b broken) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	if b.mode == "tmp-per-call" && strings.HasPrefix(path, "/tmp/") {
+		// As if every call had a /tmp of its own.
+		return nil, providers.Errorf(providers.ErrNotFound, "broken", "read", "%s: no such file", path)
+	}
+	return b.Provider.ReadFile(ctx, id, path)
+}
+
+func (b broken) Logs(ctx context.Context, id string, pid int, follow bool, w io.Writer) (*int, error) {
+	code, err := b.Provider.Logs(ctx, id, pid, follow, w)
+	if b.mode == "logs-without-status" {
+		code = nil
+	}
+	return code, err
+}
+
 // TestBrokenHelper runs the suite against a broken provider when the
 // parent test asks for it; otherwise it does nothing.
 func TestBrokenHelper(t *testing.T) {
@@ -100,6 +116,8 @@ func TestSuiteCatchesBrokenProviders(t *testing.T) {
 		{"list-ignores-filter", []string{"--- FAIL: TestBrokenHelper/lifecycle/list", "whose labels do not match"}},
 		{"untyped-errors", []string{"--- FAIL: TestBrokenHelper/files/missing-path", "--- FAIL: TestBrokenHelper/files/rename", "want one matching ErrNotFound"}},
 		{"truncated-download", []string{"--- FAIL: TestBrokenHelper/transfer/download-dir", "unreadable tar"}},
+		{"tmp-per-call", []string{"--- FAIL: TestBrokenHelper/machine/running/tmp-persists/exec-then-ReadFile", "a sandbox's /tmp stays from one call to the next"}},
+		{"logs-without-status", []string{"--- FAIL: TestBrokenHelper/machine/running/processes-signal-logs", "exit status none, want 143"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode, func(t *testing.T) {

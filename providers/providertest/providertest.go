@@ -19,6 +19,15 @@
 // exit N, true and false, sequences of them separated by ";", and a trailing
 // "> FILE" redirection, so that the in-memory fake provider can run them too;
 // the session checks add cd and export.
+//
+// A provider whose sandboxes are machines (it implements providers.Machine,
+// or declares Options.Machine) runs the machine checks too: what one call
+// starts or writes is there for the next and for a concurrent one, and a
+// session keeps its state among them; providers.Machine's methods (Start,
+// Stop, Processes, Signal, Logs) are checked when it implements them. Their
+// commands stay within the fake's vocabulary too, but for the one that a
+// provider declaring only Options.Machine sends to the background: a shell
+// loop ending in `&`.
 // A capability the provider does not declare is not exercised; where the
 // contract says what an undeclared capability must do (ErrUnsupported), the
 // suite checks that instead.
@@ -48,6 +57,13 @@ type Options struct {
 	// Spec is the base of every sandbox the suite creates. The suite adds
 	// its own labels and one environment variable to copies of it.
 	Spec providers.Spec
+	// Machine declares that the provider's sandboxes are machines (what
+	// one command starts keeps running, /tmp stays from one call to the
+	// next) although it does not implement providers.Machine: the
+	// machine checks then run with `&` in a shell instead of
+	// ExecRequest.Background. A provider implementing providers.Machine
+	// runs them whatever this says.
+	Machine bool
 }
 
 // Label keys the suite puts on every sandbox it creates.
@@ -80,7 +96,7 @@ func Run(t *testing.T, opts Options) {
 	if p == nil {
 		t.Fatal("providertest: Options.New returned a nil provider")
 	}
-	s := &suite{p: p, base: opts.Spec, run: uniqueToken(t)}
+	s := &suite{p: p, base: opts.Spec, run: uniqueToken(t), machine: opts.Machine}
 	t.Logf("providertest: provider %q, run label %s=%s, capabilities %+v", p.Name(), LabelRun, s.run, p.Capabilities())
 
 	t.Run("lifecycle", s.lifecycle)
@@ -89,6 +105,7 @@ func Run(t *testing.T, opts Options) {
 	t.Run("transfer", s.transferChecks)
 	t.Run("grep", s.grepChecks)
 	t.Run("session", s.sessionChecks)
+	t.Run("machine", s.machineChecks)
 }
 
 // suite holds what every group shares.
@@ -96,6 +113,8 @@ type suite struct {
 	p    providers.Provider
 	base providers.Spec
 	run  string
+	// machine is Options.Machine.
+	machine bool
 }
 
 // spec returns a copy of the base Spec labelled for group.
