@@ -1,0 +1,90 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
+}
+
+// TestWriteOnFullDisk: a write that fills the disk holding the sandbox's
+// state fails with the reason and leaves nothing behind: no partial file,
+// no temporary file, an existing file unchanged; the sandbox goes on
+// working once the space is back.
+func TestWriteOnFullDisk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=96m,mode=0700"); err != nil {
+		t.Fatalf("mount a small state disk: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	p, err := New(providers.Config{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	id := newSandbox(t, p, providers.Spec{})
+	ctx := context.Background()
+	// One write larger than a file may be (RLIMIT_FSIZE, half the free
+	// space), then, with the disk filled by a command, a write that finds
+	// no room: both fail with the kernel's reason.
+	tooBig := func(err error) bool {
+		return err != nil && (errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EFBIG) ||
+			strings.Contains(err.Error(), "no space") || strings.Contains(err.Error(), "too large"))
+	}
+	check := func(stage, path string, size int64) {
+		t.Helper()
+		dirOf := path[:strings.LastIndexByte(path, '/')]
+		mustRun(t, p, id, "mkdir -p "+dirOf)
+		existing := strings.HasSuffix(path, "kept")
+		if existing {
+			if err := p.WriteFile(ctx, id, path, strings.NewReader("keep me\n"), 0o644); err != nil && stage == "large" {
+				t.Fatal(err)
+			}
+		}
+		before := mustRun(t, p, id, "ls -A "+dirOf)
+		err := p.WriteFile(ctx, id, path, io.LimitReader(zeros{}, size), 0o644)
+		if !tooBig(err) {
+			t.Errorf("%s: write %s: %v, want no space left or file too large", stage, path, err)
+		}
+		after := mustRun(t, p, id, "ls -A "+dirOf)
+		if after != before {
+			t.Errorf("%s: after a failed write of %s the directory holds %q, before %q (nothing partial, no temporary file)", stage, path, after, before)
+		}
+		if existing {
+			if got := mustRun(t, p, id, "cat "+path); got != "keep me\n" {
+				t.Errorf("%s: the existing %s became %q", stage, path, got)
+			}
+		}
+	}
+	for _, path := range []string{"/workspace/big", "/srv/data/big", "/workspace/kept"} {
+		check("large", path, 200<<20)
+	}
+	// Fill the disk from inside (each file within the file size limit).
+	mustRun(t, p, id, "mkdir -p /workspace/fill && i=0; while head -c 8388608 /dev/zero > /workspace/fill/$i 2>/dev/null; do i=$((i+1)); done; true")
+	for _, path := range []string{"/workspace/big2", "/srv/data/big2", "/workspace/kept"} {
+		check("full", path, 16<<20)
+	}
+	mustRun(t, p, id, "rm -rf /workspace/fill")
+	// Space is back (nothing was left to take it): the sandbox works.
+	if err := p.WriteFile(ctx, id, "/workspace/small", bytes.NewReader(make([]byte, 1<<20)), 0o644); err != nil {
+		t.Errorf("a write once the disk has room again: %v", err)
+	}
+	if got := mustRun(t, p, id, "stat -c %s /workspace/small"); got != "1048576\n" {
+		t.Errorf("small file: %q", got)
+	}
+}
