@@ -237,6 +237,13 @@ type Info struct {
 	User string `json:"user,omitempty"`
 }
 
+// Noter is implemented by providers that have something to tell about a
+// sandbox beyond an operation's result: a machine found dead and started
+// again, say. TakeNote returns it once ("" when there is nothing).
+type Noter interface {
+	TakeNote(id string) string
+}
+
 // Collector is implemented by providers that keep state on this host
 // which an interrupted create or delete (a killed CLI, a full disk) can
 // leave behind without a sandbox to delete: half-made directories, empty

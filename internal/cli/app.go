@@ -292,6 +292,9 @@ func (a *App) withOptions(cmd *cobra.Command, adjust func(*engine.OpenOptions), 
 		return err
 	}
 	ferr := fn(ctx, s)
+	if note := s.Note(); note != "" {
+		fmt.Fprintf(a.streams.Err, "sandbox: note: %s\n", output.Escape(note))
+	}
 	if cerr := s.Close(ctx); cerr != nil && ferr == nil {
 		ferr = cerr
 	}

@@ -341,3 +341,13 @@ func multiWriter(a io.Writer, b io.Writer) io.Writer {
 func expired(r Record, now time.Time) bool {
 	return !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(now)
 }
+
+// Note returns, once, what the provider has to tell about the session's
+// sandbox beyond the results of its operations (providers.Noter): that
+// its machine had died and was started again, say. "" when nothing.
+func (s *Session) Note() string {
+	if n, ok := s.provider.(providers.Noter); ok && s.info.ID != "" {
+		return n.TakeNote(s.info.ID)
+	}
+	return ""
+}

@@ -99,20 +99,28 @@ func readMachineRecord(dir string) (machineRecord, error) {
 
 // procStartTime reads the start time of pid (field 22 of /proc/pid/stat).
 func procStartTime(pid int) (uint64, error) {
+	_, start, err := procStat(pid)
+	return start, err
+}
+
+// procStat is the state letter (R, S, Z…) and start time of pid, from
+// /proc/PID/stat.
+func procStat(pid int) (byte, uint64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("malformed stat")
+		return 0, 0, errors.New("malformed stat")
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, errors.New("malformed stat")
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, errors.New("malformed stat")
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], start, err
 }
 
 // liveMachine returns the recorded init of dir if it still runs.
@@ -121,8 +129,10 @@ func liveMachine(dir string) (machineRecord, bool) {
 	if err != nil {
 		return rec, false
 	}
-	st, err := procStartTime(rec.pid)
-	return rec, err == nil && st == rec.start
+	// A zombie has ended: its parent (whatever adopted the detached
+	// init) has not reaped it yet.
+	state, st, err := procStat(rec.pid)
+	return rec, err == nil && st == rec.start && state != 'Z' && state != 'X'
 }
 
 // machineState is the state of the sandbox in dir.
