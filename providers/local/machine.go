@@ -387,7 +387,8 @@ func (p *Provider) stopMachine(dir string, grace time.Duration) error {
 		return err
 	}
 	defer lock.Close()
-	if _, alive := liveMachine(dir); !alive {
+	rec, alive := liveMachine(dir)
+	if !alive {
 		_ = os.Remove(filepath.Join(dir, machinePidFile))
 		return nil
 	}
@@ -396,7 +397,10 @@ func (p *Provider) stopMachine(dir string, grace time.Duration) error {
 		c.Close()
 		_ = r
 	}
-	return killMachineLocked(dir)
+	// The init unlinks its record as it retires: the one read before
+	// names it, so the stop returns only once it has ended.
+	defer os.Remove(filepath.Join(dir, machinePidFile))
+	return killRecorded(rec)
 }
 
 // killMachine kills the sandbox's machine at once, if it runs, and waits
@@ -421,6 +425,12 @@ func killMachineLocked(dir string) error {
 		return nil
 	}
 	defer os.Remove(filepath.Join(dir, machinePidFile))
+	return killRecorded(rec)
+}
+
+// killRecorded kills the init rec names, if it still runs, and waits for
+// it to end (see killMachineLocked).
+func killRecorded(rec machineRecord) error {
 	fd, err := unix.PidfdOpen(rec.pid, 0)
 	if err != nil {
 		return nil // already gone

@@ -285,47 +285,69 @@ func (s *suite) concurrentRead(t *testing.T, id string) {
 	for _, w := range writers {
 		t.Run(w.name, func(t *testing.T) {
 			t.Parallel()
-			path := "/tmp/pt-concurrent-" + s.run + "-" + w.name
-			data := "written-while-read-" + w.name
-			steps := []string{"echo ready"}
-			for range readerSteps {
-				steps = append(steps, "sleep "+readerPeriod, "cat "+path)
-			}
-			stdout := newSignalWriter()
-			req := providers.ExecRequest{Shell: strings.Join(steps, "; "), Stdout: stdout, Stderr: &Buffer{}}
-			done := make(chan execOut, 1)
-			go func() { done <- s.exec(t, id, req) }()
-			select {
-			case <-stdout.fired:
-			case out := <-done:
-				t.Fatalf("the reader ended before it printed anything: stdout %q, exit %d, err %v", stdout.String(), out.res.ExitCode, out.err)
-			case <-time.After(machineWait):
-				t.Fatalf("the reader printed nothing within %v", machineWait)
-			}
-			start := time.Now()
-			werr := w.write(t, path, data)
-			took := time.Since(start)
-			select {
-			case out := <-done:
-				t.Fatalf("the reader ended (stdout %q, err %v) before %s had written %s (it took %v): the calls did not overlap", stdout.String(), out.err, w.name, path, took)
-			default:
-			}
-			if werr != nil {
-				t.Fatalf("%s of %s while a reader runs: %v", w.name, path, werr)
-			}
-			out := <-done
-			if out.err != nil {
-				t.Fatalf("the reader: err %v, stdout %q", out.err, stdout.String())
-			}
-			got := stdout.String()
-			if !strings.HasPrefix(got, "ready\n") || !strings.HasSuffix(got, "\n"+data+"\n") {
-				t.Errorf("a reader running while %s wrote %s printed %q; want \"ready\" and then the file's %q (a running call sees what another writes)", w.name, path, got, data)
-			}
-			if out.res.ExitCode != 0 {
-				t.Errorf("the reader's last `cat %s` exited %d (stderr %q), want 0", path, out.res.ExitCode, out.stderr)
+			// A write slower than the reader's whole life (a loaded
+			// machine) proves nothing either way: the round is tried
+			// again with a reader four times as long.
+			steps := readerSteps
+			for attempt := 1; ; attempt++ {
+				if s.concurrentRound(t, id, w.name, w.write, steps, attempt) || attempt == 3 {
+					return
+				}
+				steps *= 4
 			}
 		})
 	}
+}
+
+// concurrentRound is one round of concurrentRead: a reader of steps tries
+// runs while write writes the file. It returns false when the reader
+// ended before the write did, and a last attempt fails then.
+func (s *suite) concurrentRound(t *testing.T, id, name string, write func(t *testing.T, path, data string) error, steps, attempt int) bool {
+	t.Helper()
+	path := fmt.Sprintf("/tmp/pt-concurrent-%s-%s-%d", s.run, name, attempt)
+	data := "written-while-read-" + name
+	cmds := []string{"echo ready"}
+	for range steps {
+		cmds = append(cmds, "sleep "+readerPeriod, "cat "+path)
+	}
+	stdout := newSignalWriter()
+	req := providers.ExecRequest{Shell: strings.Join(cmds, "; "), Stdout: stdout, Stderr: &Buffer{}}
+	done := make(chan execOut, 1)
+	go func() { done <- s.exec(t, id, req) }()
+	select {
+	case <-stdout.fired:
+	case out := <-done:
+		t.Fatalf("the reader ended before it printed anything: stdout %q, exit %d, err %v", stdout.String(), out.res.ExitCode, out.err)
+	case <-time.After(machineWait):
+		t.Fatalf("the reader printed nothing within %v", machineWait)
+	}
+	start := time.Now()
+	werr := write(t, path, data)
+	took := time.Since(start)
+	select {
+	case out := <-done:
+		if attempt < 3 {
+			t.Logf("the reader ended before %s had written %s (it took %v); trying with a longer reader", name, path, took)
+			return false
+		}
+		t.Fatalf("the reader ended (stdout %q, err %v) before %s had written %s (it took %v): the calls did not overlap", stdout.String(), out.err, name, path, took)
+	default:
+	}
+	if werr != nil {
+		t.Fatalf("%s of %s while a reader runs: %v", name, path, werr)
+	}
+	out := <-done
+	if out.err != nil {
+		t.Fatalf("the reader: err %v, stdout %q", out.err, stdout.String())
+	}
+	got := stdout.String()
+	if !strings.HasPrefix(got, "ready\n") || !strings.HasSuffix(got, "\n"+data+"\n") {
+		t.Errorf("a reader running while %s wrote %s printed %q; want \"ready\" and then the file's %q (a running call sees what another writes)", name, path, got, data)
+	}
+	if out.res.ExitCode != 0 {
+		t.Errorf("the reader's last `cat %s` exited %d (stderr %q), want 0", path, out.res.ExitCode, out.stderr)
+	}
+	return true
 }
 
 // sessionState checks that a session keeps its directory and exported
