@@ -45,15 +45,24 @@ func cloneFlags(sharedNet bool) uintptr {
 
 // nsAttr starts a process in a sandbox's new namespaces (cloneFlags) with
 // the sandbox's id mappings (see idMapping); a user other than root
-// keeps the capabilities an init needs (initAmbientCaps).
+// keeps the capabilities an init needs (initAmbientCaps). Mappings that
+// only a setuid tool may write (an unprivileged user's subordinate
+// ranges) are left out: the starter writes them with writeIDMaps once the
+// process runs, before the process needs its ids (the init reads its
+// configuration first). Until then the process's ids are unmapped, so
+// its execve keeps only the ambient capabilities, as a non-root user's
+// always does.
 func nsAttr(uids, gids idMapping, sharedNet bool) *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{
-		Cloneflags:  cloneFlags(sharedNet),
-		UidMappings: uids.maps(),
-		GidMappings: gids.maps(),
+	a := &syscall.SysProcAttr{Cloneflags: cloneFlags(sharedNet)}
+	if uids.tool == "" {
+		a.UidMappings = uids.maps()
+	}
+	if gids.tool == "" {
+		a.GidMappings = gids.maps()
 		// Root, which maps a range, lets runners give a command its
 		// user's groups; a single mapped id has none to give.
-		GidMappingsEnableSetgroups: gids.ranged(),
+		// (newgidmap allows setgroups for subordinate ranges.)
+		a.GidMappingsEnableSetgroups = gids.ranged()
 	}
 	if uids.id != 0 {
 		a.AmbientCaps = initAmbientCaps()
@@ -155,7 +164,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 		pr.closeHost()
 		return nil, err
 	}
-	pid, err := p.startCold(pr, ends, sharedNet)
+	pid, err := p.startCold(pr, ends)
 	if err != nil {
 		return nil, startError(id, err)
 	}
@@ -184,27 +193,25 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 	return pr, nil
 }
 
-// startCold starts pr's init on the spot, with the descriptors ends, and
-// returns its pid. The init is started from a goroutine locked to its OS
-// thread, which stays alive until the init exits: Pdeathsig fires when the
-// starting thread ends, not when the process does. On an error pr's host
-// ends are closed.
-func (p *Provider) startCold(pr *proc, ends *opEnds, sharedNet bool) (int, error) {
+// startCold starts pr's weak-mode init on the spot, with the descriptors
+// ends, and returns its pid: only the weak mode starts an init per
+// operation, and it has no namespaces (a sandbox's namespaces are its
+// machine's, see startInit). The init is started from a goroutine locked
+// to its OS thread, which stays alive until the init exits: Pdeathsig
+// fires when the starting thread ends, not when the process does. On an
+// error pr's host ends are closed.
+func (p *Provider) startCold(pr *proc, ends *opEnds) (int, error) {
 	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{initArgv0},
-		Env:         []string{}, // nothing of the host's environment
-		ExtraFiles:  ends.files[:2],
-		Stdin:       ends.files[2],
-		Stdout:      ends.files[3],
-		Stderr:      ends.files[4],
-		SysProcAttr: nsAttr(p.uids, p.gids, sharedNet),
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if p.weak {
-		// No namespaces. SIGTERM, not SIGKILL, when the CLI dies: the
-		// init kills what the command left behind (see weak.go).
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		Path:       "/proc/self/exe",
+		Args:       []string{initArgv0},
+		Env:        []string{}, // nothing of the host's environment
+		ExtraFiles: ends.files[:2],
+		Stdin:      ends.files[2],
+		Stdout:     ends.files[3],
+		Stderr:     ends.files[4],
+		// SIGTERM, not SIGKILL, when the CLI dies: the init kills
+		// what the command left behind (see weak.go).
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM},
 	}
 	pr.cmd = cmd
 
@@ -343,9 +350,13 @@ func fdsOf(files []*os.File) []int {
 // needs: exec drops the capabilities of a non-root uid; the init needs
 // these to mount, to configure loopback, to empty its bounding set, and
 // DAC_OVERRIDE for overlayfs to clean the mode-000 work directory a
-// previous mount left. All are dropped before any sandboxed code runs.
+// previous mount left; SETUID and SETGID pass on to the runners, which
+// keep them until they become their operation's user when the sandbox
+// maps a range of ids (initConfig.SetID; with one id they can name no
+// other). All are dropped before any sandboxed code runs.
 func initAmbientCaps() []uintptr {
-	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP}
+	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP,
+		unix.CAP_SETUID, unix.CAP_SETGID}
 }
 
 // outPipeSize is the capacity asked for the pipes that carry an operation's

@@ -338,6 +338,13 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		<-exited
 		return err
 	}
+	// An unprivileged user's subordinate ranges, which only newuidmap
+	// and newgidmap may write (see nsAttr): the init waits for its
+	// configuration before it needs its ids.
+	if err := writeIDMaps(cmd.Process.Pid, p.uids, p.gids); err != nil {
+		return fail(&providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
+			Msg: "map the sandbox's ids: " + err.Error(), Err: err})
+	}
 	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, p.effectiveResources(m.Resources)); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
 	}

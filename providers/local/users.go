@@ -2,15 +2,19 @@ package local
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +27,12 @@ import (
 // sandbox's files on the host belong to the invoking user, as they always
 // did), and the ids 1 to idRangeSize-1 inside map to a range of host ids
 // that belong to no host user: root's range in /etc/subuid (/etc/subgid)
-// when it has one, else one starting at defaultIDBase. Other users are
-// mapped to themselves only: one id, so --user can name no other.
+// when it has one, else one starting at defaultIDBase. Another user is
+// mapped to itself, and, when the host has newuidmap and newgidmap and
+// gives the user a subordinate range in /etc/subuid and /etc/subgid, the
+// other ids 0 to idRangeSize-1 inside are mapped onto that range, as many
+// as it holds (see subordinateMaps); without them it has its one id, so
+// --user can name no other.
 const (
 	idRangeSize   = 65536
 	defaultIDBase = 1 << 30
@@ -37,6 +45,14 @@ type idMapping struct {
 	// base is the host id of id 0 of the range of ids 1..idRangeSize-1
 	// inside (base+1 is inside id 1); zero when only id is mapped.
 	base int
+	// sub are the mappings of the other ids of an unprivileged user's
+	// sandbox onto the user's subordinate range (see subordinateMaps);
+	// nil when it has none.
+	sub []syscall.SysProcIDMap
+	// tool is the setuid program (newuidmap or newgidmap) that writes
+	// mappings with sub, which an unprivileged process may not write
+	// itself (see writeIDMaps); "" when the Go runtime writes them.
+	tool string
 }
 
 // maps are the kernel's mappings.
@@ -45,21 +61,148 @@ func (m idMapping) maps() []syscall.SysProcIDMap {
 	if m.base != 0 {
 		out = append(out, syscall.SysProcIDMap{ContainerID: 1, HostID: m.base + 1, Size: idRangeSize - 1})
 	}
-	return out
+	return append(out, m.sub...)
 }
 
 // ranged says whether the sandbox has more ids than the invoking user's.
-func (m idMapping) ranged() bool { return m.base != 0 }
+func (m idMapping) ranged() bool { return m.base != 0 || len(m.sub) > 0 }
 
 // hostIDMappings are the uid and gid mappings of this provider's
-// sandboxes: ranges as root, the invoking ids alone otherwise.
+// sandboxes: ranges as root; as another user, its subordinate ranges
+// when the host provides them (see subordinateMappings), else the
+// invoking ids alone.
 func hostIDMappings(uid, gid int) (idMapping, idMapping) {
 	u, g := idMapping{id: uid}, idMapping{id: gid}
 	if uid == 0 {
 		u.base = subordinateBase("/etc/subuid", defaultIDBase)
 		g.base = subordinateBase("/etc/subgid", defaultIDBase)
+		return u, g
+	}
+	// Under no_new_privs a setuid tool runs without its privileges.
+	if nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0); err != nil || nnp != 0 {
+		return u, g
+	}
+	name := ""
+	if pw, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = pw.Username
+	}
+	if su, sg, ok := subordinateMappings(uid, gid, name, "/etc/subuid", "/etc/subgid", idTool); ok {
+		return su, sg
 	}
 	return u, g
+}
+
+// subordinateMappings are the mappings of the sandboxes of the
+// unprivileged user uid (named name, "" when unknown) with primary group
+// gid: its own ids plus its ranges in the files uidFile and gidFile, to
+// be written by the setuid tools that find locates. ok is false unless
+// both tools and both ranges exist.
+func subordinateMappings(uid, gid int, name, uidFile, gidFile string, find func(string) string) (u, g idMapping, ok bool) {
+	uidTool, gidTool := find("newuidmap"), find("newgidmap")
+	if uidTool == "" || gidTool == "" {
+		return idMapping{}, idMapping{}, false
+	}
+	us, uc, uok := subordinateRange(uidFile, name, uid)
+	gs, gc, gok := subordinateRange(gidFile, name, uid)
+	if !uok || !gok {
+		return idMapping{}, idMapping{}, false
+	}
+	u = idMapping{id: uid, sub: subordinateMaps(uid, us, uc), tool: uidTool}
+	g = idMapping{id: gid, sub: subordinateMaps(gid, gs, gc), tool: gidTool}
+	return u, g, len(u.sub) > 0 && len(g.sub) > 0
+}
+
+// idTool is the path of the setuid tool name (newuidmap, newgidmap): on
+// PATH, else in /usr/bin; "" when there is none.
+func idTool(name string) string {
+	if p, err := exec.LookPath(name); err == nil && filepath.IsAbs(p) {
+		return p
+	}
+	p := filepath.Join("/usr/bin", name)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return ""
+}
+
+// subordinateRange is the largest range (first of equals) of the user
+// named name or numbered uid in a subordinate id file
+// ("owner:start:count" lines, the owner a name or a uid, as in
+// subuid(5)). ok is false when the file gives the user none.
+func subordinateRange(file, name string, uid int) (start, count int, ok bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Split(strings.TrimSpace(line), ":")
+		if len(fields) != 3 || (fields[0] != strconv.Itoa(uid) && (name == "" || fields[0] != name)) {
+			continue
+		}
+		s, err1 := strconv.Atoi(fields[1])
+		c, err2 := strconv.Atoi(fields[2])
+		if err1 == nil && err2 == nil && s > 0 && c > count {
+			start, count, ok = s, c, true
+		}
+	}
+	return start, count, ok
+}
+
+// subordinateMaps maps the ids 0..idRangeSize-1 inside other than self
+// (which stays itself) onto the host range of count ids from start, in
+// order, as many as the range holds.
+func subordinateMaps(self, start, count int) []syscall.SysProcIDMap {
+	var out []syscall.SysProcIDMap
+	inside, host, left := 0, start, count
+	for left > 0 && inside < idRangeSize {
+		if inside == self {
+			inside++
+			continue
+		}
+		end := idRangeSize
+		if self > inside && self < end {
+			end = self
+		}
+		n := min(end-inside, left)
+		out = append(out, syscall.SysProcIDMap{ContainerID: inside, HostID: host, Size: n})
+		inside, host, left = inside+n, host+n, left-n
+	}
+	return out
+}
+
+// idToolTimeout bounds a run of newuidmap or newgidmap.
+const idToolTimeout = 30 * time.Second
+
+// writeIDMaps has newuidmap and newgidmap write the mappings of the
+// process pid, started in a new user namespace without them (see nsAttr),
+// when its mappings need the tools; it does nothing otherwise. The process
+// must not need its ids until then. The error names the tool's output.
+// newgidmap leaves setgroups(2) allowed when the mapping holds a
+// subordinate range, so that runners may give a command its user's
+// groups.
+func writeIDMaps(pid int, uids, gids idMapping) error {
+	for _, m := range []idMapping{uids, gids} {
+		if m.tool == "" {
+			continue
+		}
+		args := []string{strconv.Itoa(pid)}
+		for _, r := range m.maps() {
+			args = append(args, strconv.Itoa(r.ContainerID), strconv.Itoa(r.HostID), strconv.Itoa(r.Size))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), idToolTimeout)
+		out, err := exec.CommandContext(ctx, m.tool, args...).CombinedOutput()
+		cancel()
+		if err != nil {
+			msg := strings.TrimSpace(string(out))
+			if msg == "" {
+				msg = "no output"
+			}
+			return fmt.Errorf("%s %s: %w (%s); the tool maps only the ranges /etc/subuid and /etc/subgid give the user, "+
+				"for a process of the user's own uid and primary group; without those ranges a sandbox maps the user's id alone",
+				m.tool, strings.Join(args, " "), err, msg)
+		}
+	}
+	return nil
 }
 
 // subordinateBase is the start, minus one, of root's range in a
@@ -195,7 +338,8 @@ func userEnv(env []string, u sandboxUser, keepHome bool) []string {
 // and then drops the capabilities it kept for that (CAP_SETUID and
 // CAP_SETGID, see runnerCaps): the command and the file operation run with
 // none. An empty name keeps the runner's own user. A uid the sandbox does
-// not map is refused with a note on why.
+// not map is refused with a note on why, and, where the sandbox maps one
+// id only, on how to get more.
 func becomeUser(name string) (*sandboxUser, error) {
 	var target *sandboxUser
 	if name != "" {
@@ -205,8 +349,8 @@ func becomeUser(name string) (*sandboxUser, error) {
 		}
 		target = &u
 		if err := setIDs(u); err != nil {
-			if errors.Is(err, unix.EINVAL) {
-				return nil, fmt.Errorf("user %q (uid %d): this sandbox maps only its own user's id (%d); run the sandbox as root to use other users: %w", name, u.uid, os.Getuid(), errNoUser)
+			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) {
+				return nil, unmappedUser(name, u, err)
 			}
 			return nil, fmt.Errorf("become user %q: %w", name, err)
 		}
@@ -215,6 +359,60 @@ func becomeUser(name string) (*sandboxUser, error) {
 		return nil, err
 	}
 	return target, nil
+}
+
+// subIDHint says how an unprivileged host user's sandboxes get more ids
+// than the user's own.
+const subIDHint = "install newuidmap and newgidmap (the uidmap package on Debian and Ubuntu) " +
+	"and give your host user ranges in /etc/subuid and /etc/subgid " +
+	"(`sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(id -un)`), " +
+	"then stop and start the sandbox; or run the sandbox as root"
+
+// unmappedUser is the refusal of user name (u) that the runner could not
+// become (err): its ids are outside the sandbox's mappings, which the
+// runner reads from /proc/self/uid_map. With one id mapped, the note says
+// how to get more.
+func unmappedUser(name string, u sandboxUser, err error) error {
+	maps, _ := os.ReadFile("/proc/self/uid_map")
+	ranges := mappedRanges(string(maps))
+	single := len(ranges) == 0 || len(ranges) == 1 && ranges[0] == strconv.Itoa(os.Getuid())
+	if !single {
+		return fmt.Errorf("user %q (uid %d, gid %d): this sandbox maps only the ids %s (%v): %w", name, u.uid, u.gid, strings.Join(ranges, ", "), err, errNoUser)
+	}
+	return fmt.Errorf("user %q (uid %d): this sandbox maps only its own user's id (%d); to use other users, %s: %w", name, u.uid, os.Getuid(), subIDHint, errNoUser)
+}
+
+// mappedRanges are the ids inside that a uid_map or gid_map (of
+// /proc/PID) maps, as "first-last" (or "id") in order, adjacent ranges
+// merged.
+func mappedRanges(maps string) []string {
+	type span struct{ first, size int }
+	var spans []span
+	for _, line := range strings.Split(maps, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		first, err1 := strconv.Atoi(f[0])
+		size, err2 := strconv.Atoi(f[2])
+		if err1 == nil && err2 == nil && size > 0 {
+			spans = append(spans, span{first, size})
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.first - b.first })
+	var out []string
+	for i := 0; i < len(spans); {
+		first, end := spans[i].first, spans[i].first+spans[i].size
+		for i++; i < len(spans) && spans[i].first <= end; i++ {
+			end = max(end, spans[i].first+spans[i].size)
+		}
+		if end-first == 1 {
+			out = append(out, strconv.Itoa(first))
+		} else {
+			out = append(out, fmt.Sprintf("%d-%d", first, end-1))
+		}
+	}
+	return out
 }
 
 // setIDs sets the groups, gid and uid of every thread to u's.
