@@ -349,3 +349,47 @@ type GrepMatch struct {
 	Line int    `json:"line"`
 	Text string `json:"text"`
 }
+
+// PathResolver is an optional interface for providers that can tell where a
+// path leads inside a sandbox. ResolvePath returns path (absolute and clean)
+// with every symlink in it resolved by the sandbox itself, as `realpath -m`
+// does: the part that exists is resolved component by component, a link's
+// target taken relative to the directory that holds it, and the part that
+// does not exist is appended as it is. Too many links (a loop) is an error
+// matching ErrInvalid; a missing sandbox ErrNotFound.
+//
+// The approval gate evaluates path rules on both the typed and the resolved
+// path of a file operation, and then runs the operation on the resolved
+// path with a context from WithNoFollow, so that a symlink swapped in after
+// the decision makes the operation fail instead of redirecting it. Without
+// this interface path rules see only the path as typed.
+type PathResolver interface {
+	ResolvePath(ctx context.Context, id, path string) (string, error)
+}
+
+type noFollowKey struct{}
+
+// WithNoFollow returns a context that asks a provider implementing
+// PathResolver to follow no symlink in the paths of the file operations
+// made with it: the paths were resolved already (ResolvePath) and a
+// decision was made on them. A symlink met in any component then makes
+// the operation fail with an error matching ErrInvalid, rather than lead
+// it elsewhere; the checks and the opening are one step in the sandbox,
+// so that nothing the sandbox does in between can win a race with them.
+//
+// The final component is treated as the operation treats it: ReadFile,
+// ListDir, Mkdir, Upload, Download, DownloadFile and Grep fail on a
+// symlink there too, while Stat, Remove and Rename act on the link
+// itself, and WriteFile and UploadFile replace it. Operations on a tree
+// (ListDir, Upload, Download, Grep, a recursive Remove) never leave the
+// directory they were given, whatever symlinks appear below it.
+// Providers without PathResolver ignore the request.
+func WithNoFollow(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noFollowKey{}, true)
+}
+
+// NoFollow reports whether ctx carries WithNoFollow.
+func NoFollow(ctx context.Context) bool {
+	v, _ := ctx.Value(noFollowKey{}).(bool)
+	return v
+}

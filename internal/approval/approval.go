@@ -80,6 +80,12 @@ type Details struct {
 	// User is the sandbox user an exec runs as, when the caller named
 	// one (providers.ExecRequest.User).
 	User string `json:"user,omitempty"`
+	// Resolved is where Target leads inside the sandbox, when a symlink
+	// in it leads elsewhere (providers.PathResolver), and ResolvedDest
+	// the same for a rename's Dest. Path rules must match them as well
+	// as the paths as typed, and the operation runs on them.
+	Resolved     string `json:"resolved,omitempty"`
+	ResolvedDest string `json:"resolved_dest,omitempty"`
 }
 
 // Request is one operation awaiting a decision.
@@ -112,15 +118,25 @@ func (r Request) Segments() []Segment {
 }
 
 // Paths returns the sandbox paths a non-exec request touches, which path
-// rules must all match: the target, and for a rename the destination.
+// rules must all match: the target, for a rename the destination, and
+// where each resolves to when a symlink leads elsewhere (Details.Resolved,
+// Details.ResolvedDest).
 func (r Request) Paths() []string {
 	if r.Kind == KindExec {
 		return nil
 	}
-	if r.Kind == KindWrite && r.Details.Dest != "" {
-		return []string{r.Target, r.Details.Dest}
+	out := []string{r.Target}
+	rename := r.Kind == KindWrite && r.Details.Dest != ""
+	if rename {
+		out = append(out, r.Details.Dest)
 	}
-	return []string{r.Target}
+	if res := r.Details.Resolved; res != "" && res != r.Target {
+		out = append(out, res)
+	}
+	if res := r.Details.ResolvedDest; rename && res != "" && res != r.Details.Dest {
+		out = append(out, res)
+	}
+	return out
 }
 
 // String renders the request as a rule would match it, e.g. "exec:go test".
@@ -131,7 +147,7 @@ func (r Request) String() string { return fmt.Sprintf("%s:%s", r.Kind, r.Target)
 // target, the argv, and the details. HiddenWarning looks at them all.
 func (r Request) Texts() []string {
 	d := r.Details
-	out := []string{r.Provider, r.Sandbox, r.Target, d.Cwd, d.User, d.Diff, d.Dest, d.Pattern, d.From}
+	out := []string{r.Provider, r.Sandbox, r.Target, d.Cwd, d.User, d.Diff, d.Dest, d.Pattern, d.From, d.Resolved, d.ResolvedDest}
 	out = append(out, r.Argv...)
 	for _, f := range d.Files {
 		out = append(out, f.Path, f.SHA256)

@@ -52,6 +52,10 @@ type AuditRecord struct {
 	Dest     string `json:"dest,omitempty"`
 	Provider string `json:"provider"`
 	Sandbox  string `json:"sandbox"`
+	// Resolved and ResolvedDest are where Target and Dest led inside the
+	// sandbox, when a symlink made them differ (Details.Resolved).
+	Resolved     string `json:"resolved,omitempty"`
+	ResolvedDest string `json:"resolved_dest,omitempty"`
 	// Decision is "allow" or "deny".
 	Decision string `json:"decision"`
 	By       string `json:"by"`

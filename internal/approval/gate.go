@@ -62,9 +62,13 @@ type GateOptions struct {
 
 // Gate is the one approval gate: a providers.Provider that decides every
 // operation on a sandbox's contents before it reaches the provider it
-// wraps. A denied request never reaches that provider. The inner provider
-// is a named field, not embedded, so that a method added to
-// providers.Provider does not compile until its approval is decided.
+// wraps. A denied request never reaches that provider, except to learn
+// where its paths lead when it implements providers.PathResolver: then
+// path rules are decided on the paths as typed and as resolved in the
+// sandbox, and the operation runs on the resolved paths following no
+// symlink (providers.WithNoFollow). The inner provider is a named field,
+// not embedded, so that a method added to providers.Provider does not
+// compile until its approval is decided.
 //
 // A Gate is safe for concurrent use.
 type Gate struct {
@@ -126,8 +130,9 @@ func (g *Gate) Mode() Mode {
 	return g.mode
 }
 
-// evaluate applies the policy, the session rules and the mode to req.
-func (g *Gate) evaluate(req Request) verdict {
+// evaluateOne applies the policy, the session rules and the mode to req
+// as it is (see evaluate).
+func (g *Gate) evaluateOne(req Request) verdict {
 	g.mu.Lock()
 	mode, session := g.mode, slices.Clone(g.session)
 	g.mu.Unlock()
@@ -431,10 +436,15 @@ func (g *Gate) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, er
 	if err != nil {
 		return nil, err
 	}
+	req := g.request(ctx, KindRead, id, p)
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return nil, err
+	}
 	var rc io.ReadCloser
-	err = g.do(ctx, g.request(ctx, KindRead, id, p), func(ctx context.Context) (*int, error) {
+	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
 		var err error
-		rc, err = g.inner.ReadFile(ctx, id, p)
+		rc, err = g.inner.ReadFile(at.ctx(ctx), id, at.target)
 		return nil, err
 	})
 	return rc, err
@@ -449,8 +459,12 @@ func (g *Gate) WriteFile(ctx context.Context, id, path string, r io.Reader, mode
 	}
 	req := g.request(ctx, KindWrite, id, p)
 	req.Details.Dest = ""
+	at, err := g.resolve(ctx, &req, followParent)
+	if err != nil {
+		return err
+	}
 	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
-		return nil, g.inner.WriteFile(ctx, id, p, r, mode)
+		return nil, g.inner.WriteFile(at.ctx(ctx), id, at.target, r, mode)
 	})
 }
 
@@ -460,10 +474,16 @@ func (g *Gate) Stat(ctx context.Context, id, path string) (providers.FileInfo, e
 	if err != nil {
 		return providers.FileInfo{}, err
 	}
+	req := g.request(ctx, KindList, id, p)
+	at, err := g.resolve(ctx, &req, followParent)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
 	var fi providers.FileInfo
-	err = g.do(ctx, g.request(ctx, KindList, id, p), func(ctx context.Context) (*int, error) {
+	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
 		var err error
-		fi, err = g.inner.Stat(ctx, id, p)
+		fi, err = g.inner.Stat(at.ctx(ctx), id, at.target)
+		fi.Path = rebase(fi.Path, at.target, p)
 		return nil, err
 	})
 	return fi, err
@@ -475,10 +495,18 @@ func (g *Gate) ListDir(ctx context.Context, id, path string, depth int) ([]provi
 	if err != nil {
 		return nil, err
 	}
+	req := g.request(ctx, KindList, id, p)
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return nil, err
+	}
 	var out []providers.FileInfo
-	err = g.do(ctx, g.request(ctx, KindList, id, p), func(ctx context.Context) (*int, error) {
+	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
 		var err error
-		out, err = g.inner.ListDir(ctx, id, p, depth)
+		out, err = g.inner.ListDir(at.ctx(ctx), id, at.target, depth)
+		for i := range out {
+			out[i].Path = rebase(out[i].Path, at.target, p)
+		}
 		return nil, err
 	})
 	return out, err
@@ -492,8 +520,12 @@ func (g *Gate) Mkdir(ctx context.Context, id, path string) error {
 	}
 	req := g.request(ctx, KindWrite, id, p)
 	req.Details.Dest = ""
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return err
+	}
 	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
-		return nil, g.inner.Mkdir(ctx, id, p)
+		return nil, g.inner.Mkdir(at.ctx(ctx), id, at.target)
 	})
 }
 
@@ -503,8 +535,13 @@ func (g *Gate) Remove(ctx context.Context, id, path string, recursive bool) erro
 	if err != nil {
 		return err
 	}
-	return g.do(ctx, g.request(ctx, KindDelete, id, p), func(ctx context.Context) (*int, error) {
-		return nil, g.inner.Remove(ctx, id, p, recursive)
+	req := g.request(ctx, KindDelete, id, p)
+	at, err := g.resolve(ctx, &req, followParent)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Remove(at.ctx(ctx), id, at.target, recursive)
 	})
 }
 
@@ -521,8 +558,12 @@ func (g *Gate) Rename(ctx context.Context, id, from, to string) error {
 	}
 	req := g.request(ctx, KindWrite, id, f)
 	req.Details.Dest = t
+	at, err := g.resolve(ctx, &req, followParent)
+	if err != nil {
+		return err
+	}
 	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
-		return nil, g.inner.Rename(ctx, id, f, t)
+		return nil, g.inner.Rename(at.ctx(ctx), id, at.target, at.dest)
 	})
 }
 
@@ -533,8 +574,13 @@ func (g *Gate) Upload(ctx context.Context, id, dst string, archive io.Reader) er
 	if err != nil {
 		return err
 	}
-	return g.do(ctx, g.request(ctx, KindUpload, id, p), func(ctx context.Context) (*int, error) {
-		return nil, g.inner.Upload(ctx, id, p, archive)
+	req := g.request(ctx, KindUpload, id, p)
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Upload(at.ctx(ctx), id, at.target, archive)
 	})
 }
 
@@ -544,8 +590,13 @@ func (g *Gate) Download(ctx context.Context, id, src string, w io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return g.do(ctx, g.request(ctx, KindDownload, id, p), func(ctx context.Context) (*int, error) {
-		return nil, g.inner.Download(ctx, id, p, w)
+	req := g.request(ctx, KindDownload, id, p)
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, g.inner.Download(at.ctx(ctx), id, at.target, w)
 	})
 }
 
@@ -562,8 +613,13 @@ func (g *Gate) DownloadFile(ctx context.Context, id, src string, dst *os.File) e
 	if err != nil {
 		return err
 	}
-	return g.do(ctx, g.request(ctx, KindDownload, id, p), func(ctx context.Context) (*int, error) {
-		return nil, fd.DownloadFile(ctx, id, p, dst)
+	req := g.request(ctx, KindDownload, id, p)
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, fd.DownloadFile(at.ctx(ctx), id, at.target, dst)
 	})
 }
 
@@ -587,8 +643,15 @@ func (g *Gate) UploadFile(ctx context.Context, id, dst string, src *os.File, per
 	if err != nil {
 		return err
 	}
-	return g.do(ctx, g.request(ctx, KindUpload, id, path.Dir(p)), func(ctx context.Context) (*int, error) {
-		return nil, fu.UploadFile(ctx, id, p, src, perm, mtime)
+	// The directory the file goes into is resolved; the file's own name,
+	// a symlink or not, is replaced.
+	req := g.request(ctx, KindUpload, id, path.Dir(p))
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, req, func(ctx context.Context) (*int, error) {
+		return nil, fu.UploadFile(at.ctx(ctx), id, path.Join(at.target, path.Base(p)), src, perm, mtime)
 	})
 }
 
@@ -635,19 +698,27 @@ func (g *Gate) Edit(ctx context.Context, id, path, old, new string, all bool) (E
 	req.Details.Dest = ""
 
 	// Decide what can be decided without the diff, so a denied edit never
-	// reaches the provider, not even to read.
+	// reaches the provider, not even to read: on the path as typed, then
+	// on where it leads, for reading (through a final symlink) and for
+	// writing (which replaces one).
 	readReq := req
 	readReq.Kind = KindRead
-	if g.evaluate(readReq).effect == Deny {
-		_, err := g.decide(ctx, readReq)
+	if denied, err := g.editDenied(ctx, readReq, req); denied {
 		return EditResult{}, err
 	}
-	if v := g.evaluate(req); v.effect == Deny || (v.effect == Ask && g.approver == nil) {
-		_, err := g.decide(ctx, req)
+	readAt, err := g.resolve(ctx, &readReq, followFinal)
+	if err != nil {
+		return EditResult{}, err
+	}
+	at, err := g.resolve(ctx, &req, followParent)
+	if err != nil {
+		return EditResult{}, err
+	}
+	if denied, err := g.editDenied(ctx, readReq, req); denied {
 		return EditResult{}, err
 	}
 
-	before, err := g.readAll(ctx, id, p)
+	before, err := g.readAll(readAt.ctx(ctx), id, readAt.target)
 	if err != nil {
 		return EditResult{}, err
 	}
@@ -669,7 +740,7 @@ func (g *Gate) Edit(ctx context.Context, id, path, old, new string, all bool) (E
 	req.Details.Bytes = int64(len(after))
 
 	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
-		now, err := g.readAll(ctx, id, p)
+		now, err := g.readAll(readAt.ctx(ctx), id, readAt.target)
 		if err != nil {
 			return nil, err
 		}
@@ -677,15 +748,30 @@ func (g *Gate) Edit(ctx context.Context, id, path, old, new string, all bool) (E
 			return nil, fmt.Errorf("edit %s: the file changed while waiting for approval; edit again: %w", p, providers.ErrInvalid)
 		}
 		mode := fs.FileMode(0o644)
-		if fi, err := g.inner.Stat(ctx, id, p); err == nil && fi.Mode&fs.ModeSymlink == 0 {
+		if fi, err := g.inner.Stat(at.ctx(ctx), id, at.target); err == nil && fi.Mode&fs.ModeSymlink == 0 {
 			mode = fi.Mode.Perm()
 		}
-		return nil, g.inner.WriteFile(ctx, id, p, strings.NewReader(after), mode)
+		return nil, g.inner.WriteFile(at.ctx(ctx), id, at.target, strings.NewReader(after), mode)
 	})
 	if err != nil {
 		return EditResult{}, err
 	}
 	return EditResult{Replacements: n, Diff: diff}, nil
+}
+
+// editDenied decides an edit as far as it can be without its diff: a read
+// of the file that is denied, or an edit that is denied or that no one can
+// be asked about. It returns true with the decision's error when so.
+func (g *Gate) editDenied(ctx context.Context, readReq, req Request) (bool, error) {
+	if g.evaluate(readReq).effect == Deny {
+		_, err := g.decide(ctx, readReq)
+		return true, err
+	}
+	if v := g.evaluate(req); v.effect == Deny || (v.effect == Ask && g.approver == nil) {
+		_, err := g.decide(ctx, req)
+		return true, err
+	}
+	return false, nil
 }
 
 // readAll reads a whole (bounded) file through the inner provider.
@@ -748,13 +834,18 @@ func (g *Gate) Glob(ctx context.Context, id, root, pattern string) ([]providers.
 	}
 	req := g.request(ctx, KindList, id, r)
 	req.Details.Pattern = pattern
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return nil, err
+	}
 	var out []providers.FileInfo
 	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
-		entries, err := g.inner.ListDir(ctx, id, r, globDepth)
+		entries, err := g.inner.ListDir(at.ctx(ctx), id, at.target, globDepth)
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range entries {
+			e.Path = rebase(e.Path, at.target, r)
 			name := e.Path
 			if !strings.HasPrefix(pattern, "/") {
 				rel, ok := relativeTo(r, e.Path)
@@ -808,16 +899,25 @@ func (g *Gate) Grep(ctx context.Context, id string, gr providers.GrepRequest) ([
 	}
 	req := g.request(ctx, KindList, id, p)
 	req.Details.Pattern = gr.Pattern
+	at, err := g.resolve(ctx, &req, followFinal)
+	if err != nil {
+		return nil, err
+	}
+	gr.Path = at.target
 	var out []providers.GrepMatch
 	err = g.do(ctx, req, func(ctx context.Context) (*int, error) {
 		var err error
 		if gr2, ok := g.inner.(providers.Grepper); ok {
-			out, err = gr2.Grep(ctx, id, gr)
+			out, err = gr2.Grep(at.ctx(ctx), id, gr)
 		} else {
+			// Best effort: grep itself follows the symlinks of its root.
 			out, err = g.grepExec(ctx, id, gr)
 		}
 		if len(out) > gr.MaxMatches {
 			out = out[:gr.MaxMatches]
+		}
+		for i := range out {
+			out[i].Path = rebase(out[i].Path, at.target, p)
 		}
 		return nil, err
 	})
@@ -958,6 +1058,7 @@ func (g *Gate) auditStarted(req Request, dec Decision) error {
 	return g.audit.Write(AuditRecord{
 		Time: g.now(), Source: mreq.Source, Kind: mreq.Kind, Target: mreq.Target, Dest: mreq.Details.Dest,
 		Provider: mreq.Provider, Sandbox: mreq.Sandbox, Background: mreq.Details.Background,
+		Resolved: mreq.Details.Resolved, ResolvedDest: mreq.Details.ResolvedDest,
 		Decision: string(Allow), By: mdec.By, Rule: mdec.Rule, Reason: mdec.Reason, Phase: "started",
 	})
 }
@@ -994,7 +1095,7 @@ func (g *Gate) decide(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	session := g.sessionRules()
-	v := g.evaluate(req)
+	v, decisive := g.evaluateFor(req)
 	if origin, ok := g.approvedOrigin(req.Source); ok && v.effect != Allow && v.stage != stageDeny {
 		v = verdict{Allow, origin, "flag", v.stage}
 	}
@@ -1033,7 +1134,7 @@ func (g *Gate) decide(ctx context.Context, req Request) (Decision, error) {
 	denied := &DeniedError{
 		Request:  g.maskRequest(req),
 		Decision: g.maskDecision(dec),
-		Hint:     g.mask(g.policy.hint(req, session)),
+		Hint:     g.mask(g.policy.hint(decisive, session)),
 	}
 	g.report(EventDecision, req, dec, nil, nil, 0)
 	return dec, denied
@@ -1090,6 +1191,7 @@ func (g *Gate) report(typ string, req Request, dec Decision, code *int, err erro
 	return g.audit.Write(AuditRecord{
 		Time: now, Source: mreq.Source, Kind: mreq.Kind, Target: mreq.Target, Dest: mreq.Details.Dest,
 		Provider: mreq.Provider, Sandbox: mreq.Sandbox, Background: mreq.Details.Background,
+		Resolved: mreq.Details.Resolved, ResolvedDest: mreq.Details.ResolvedDest,
 		Decision: effect, By: mdec.By, Rule: mdec.Rule, Reason: mdec.Reason,
 		ExitCode: code, Error: errText, DurationMS: d.Milliseconds(),
 	})
@@ -1106,6 +1208,7 @@ func (g *Gate) maskRequest(r Request) Request {
 	}
 	d := r.Details
 	d.Cwd, d.User, d.Diff, d.Dest, d.Pattern, d.From = g.mask(d.Cwd), g.mask(d.User), g.mask(d.Diff), g.mask(d.Dest), g.mask(d.Pattern), g.mask(d.From)
+	d.Resolved, d.ResolvedDest = g.mask(d.Resolved), g.mask(d.ResolvedDest)
 	if d.Files != nil {
 		files := slices.Clone(d.Files)
 		for i := range files {

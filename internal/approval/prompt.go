@@ -138,6 +138,9 @@ func describe(req Request) string {
 	}
 	fmt.Fprintf(&b, "  %s: %s\n", label, output.Escape(req.Target))
 	d := req.Details
+	if d.Resolved != "" {
+		fmt.Fprintf(&b, "  resolves to: %s (through a symlink)\n", output.Escape(d.Resolved))
+	}
 	if req.Kind == KindExec {
 		for _, seg := range req.Segments() {
 			if seg.Complex {
@@ -160,6 +163,9 @@ func describe(req Request) string {
 	}
 	if d.Dest != "" {
 		fmt.Fprintf(&b, "  to: %s\n", output.Escape(d.Dest))
+	}
+	if d.ResolvedDest != "" {
+		fmt.Fprintf(&b, "  to resolves to: %s (through a symlink)\n", output.Escape(d.ResolvedDest))
 	}
 	if d.Pattern != "" {
 		fmt.Fprintf(&b, "  pattern: %s\n", output.Escape(d.Pattern))

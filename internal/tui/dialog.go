@@ -448,6 +448,12 @@ func (d *dialog) details(p pending, width int, st *Styles) []string {
 			add(st.Info, "size: "+output.Bytes(de.Bytes))
 		}
 	}
+	if de.Resolved != "" {
+		add(st.Warn, "resolves to "+de.Resolved+" (through a symlink)")
+	}
+	if de.ResolvedDest != "" {
+		add(st.Warn, "destination resolves to "+de.ResolvedDest+" (through a symlink)")
+	}
 	if de.Diff != "" {
 		for l := range strings.SplitSeq(strings.TrimSuffix(de.Diff, "\n"), "\n") {
 			style := st.Stdout

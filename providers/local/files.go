@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,8 +31,10 @@ type fileCall struct {
 	user string
 }
 
-// prepare checks the sandbox and cleans the paths of a request.
+// prepare checks the sandbox and cleans the paths of a request. A ctx from
+// providers.WithNoFollow makes the init follow no symlink in them.
 func (p *Provider) prepare(ctx context.Context, id, verb string, req fileRequest) (*fileCall, error) {
+	req.NoFollow = providers.NoFollow(ctx)
 	m, dir, err := p.load(id)
 	if err != nil {
 		return nil, err
@@ -102,6 +105,26 @@ func (p *Provider) run(ctx context.Context, fc *fileCall) (statusMsg, error) {
 	last, got := pr.finish()
 	stop()
 	return fc.result(ctx, pr, last, got)
+}
+
+var _ providers.PathResolver = (*Provider)(nil)
+
+// ResolvePath returns path with every symlink in it resolved inside the
+// sandbox (see providers.PathResolver): the init of the sandbox walks it
+// component by component, as `realpath -m` does.
+func (p *Provider) ResolvePath(ctx context.Context, id, path string) (string, error) {
+	fc, err := p.prepare(ctx, id, "resolve", fileRequest{Op: opResolve, Path: path})
+	if err != nil {
+		return "", err
+	}
+	m, err := p.run(ctx, fc)
+	if err != nil {
+		return "", err
+	}
+	if m.Info == nil || !strings.HasPrefix(m.Info.Path, "/") {
+		return "", errors.New("local: " + fc.op + ": the init sent no resolved path")
+	}
+	return m.Info.Path, nil
 }
 
 // Stat describes one path without following a final symlink.

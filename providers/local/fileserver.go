@@ -38,9 +38,16 @@ func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	}
 	var err error
 	msg := statusMsg{Done: true}
+	if req.NoFollow || req.Op == opResolve {
+		// Resolved and approved paths: nothing in them is followed.
+		err = serveStrict(newStrictFS(cfg), req, &msg, rep, ctl)
+		return reportFile(cfg, rep, msg, err)
+	}
 	switch req.Op {
 	case opRead:
-		err = serveRead(req.Path, rep)
+		err = serveRead(req.Path, rep, func(p string) (*os.File, error) {
+			return os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		})
 	case opWrite:
 		err = serveWrite(req, ctl)
 	case opStat:
@@ -56,7 +63,12 @@ func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	case opRename:
 		err = os.Rename(req.Path, req.To)
 	case opUpload:
-		err = serveUpload(req.Path, ctl)
+		err = serveUpload(req.Path, ctl, func(dst string) (*os.Root, error) {
+			if err := mkdirAll(dst); err != nil {
+				return nil, err
+			}
+			return os.OpenRoot(dst)
+		})
 	case opDownload:
 		err = serveDownload(req.Path, rep)
 	case opGrep:
@@ -64,6 +76,12 @@ func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	default:
 		err = fmt.Errorf("unknown file operation %q: %w", req.Op, fs.ErrInvalid)
 	}
+	return reportFile(cfg, rep, msg, err)
+}
+
+// reportFile sends the outcome of a file operation and returns the init's
+// exit status.
+func reportFile(cfg *initConfig, rep *reporter, msg statusMsg, err error) int {
 	if cfg.Weak {
 		weakUnmap(cfg, &msg, err)
 	}
@@ -78,11 +96,12 @@ func serveFile(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 // copyBuf is the size of the buffers that move file data.
 const copyBuf = 256 << 10
 
-// serveRead streams a regular file to stdout after reporting that it opened.
-func serveRead(p string, rep *reporter) error {
-	// Non-blocking: opening a FIFO must not wait for a writer. Only
-	// regular files are read (a device such as /dev/zero never ends).
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// serveRead streams a regular file to stdout after reporting that it
+// opened; open opens it read-only and non-blocking: opening a FIFO must not
+// wait for a writer.
+func serveRead(p string, rep *reporter, open func(string) (*os.File, error)) error {
+	// Only regular files are read (a device such as /dev/zero never ends).
+	f, err := open(p)
 	if err != nil {
 		return err
 	}
@@ -178,7 +197,7 @@ func serveWrite(req *fileRequest, ctl *bufio.Reader) error {
 		// A host file (UploadFile): copied in the kernel, to its end.
 		err = sendAll(int(f.Fd()), 0)
 	} else {
-		_, err = io.CopyBuffer(f, os.Stdin, make([]byte, copyBuf))
+		err = copyStdin(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -200,6 +219,12 @@ func serveWrite(req *fileRequest, ctl *bufio.Reader) error {
 	if err != nil {
 		_ = os.Remove(tmp)
 	}
+	return err
+}
+
+// copyStdin copies the input stream of a write into f.
+func copyStdin(f *os.File) error {
+	_, err := io.CopyBuffer(f, os.Stdin, make([]byte, copyBuf))
 	return err
 }
 
@@ -295,12 +320,10 @@ func removePath(p string, recursive bool) error {
 
 // serveUpload extracts the tar stream on stdin under dst, each regular file
 // through a temporary name and a rename, never leaving dst: every path is
-// resolved through an os.Root opened on dst.
-func serveUpload(dst string, ctl *bufio.Reader) error {
-	if err := mkdirAll(dst); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dst)
+// resolved through the os.Root that openRoot creates (when missing) and
+// opens on dst.
+func serveUpload(dst string, ctl *bufio.Reader, openRoot func(string) (*os.Root, error)) error {
+	root, err := openRoot(dst)
 	if err != nil {
 		return err
 	}
@@ -438,14 +461,11 @@ func serveDownload(src string, rep *reporter) error {
 	if err != nil {
 		return err
 	}
-	rep.send(statusMsg{Open: true})
-	// Straight into the pipe to the host, file contents spliced.
-	tw := archive.NewWriter(os.Stdout)
-	buf := make([]byte, copyBuf)
-	if !fi.IsDir() {
-		err = addEntry(tw, src, path.Base(src), fi, buf)
-	} else {
-		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	return writeArchive(rep, func(tw *archive.Writer, buf []byte) error {
+		if !fi.IsDir() {
+			return addEntry(tw, src, path.Base(src), fi, buf)
+		}
+		return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -459,19 +479,35 @@ func serveDownload(src string, rep *reporter) error {
 			rel := strings.TrimPrefix(p, strings.TrimSuffix(src, "/")+"/")
 			return addEntry(tw, p, rel, info, buf)
 		})
-	}
-	if err != nil {
+	})
+}
+
+// writeArchive reports that a download opened and streams the tar archive
+// that add writes to stdout.
+func writeArchive(rep *reporter, add func(tw *archive.Writer, buf []byte) error) error {
+	rep.send(statusMsg{Open: true})
+	// Straight into the pipe to the host, file contents spliced.
+	tw := archive.NewWriter(os.Stdout)
+	if err := add(tw, make([]byte, copyBuf)); err != nil {
 		return err
 	}
 	return tw.Close()
 }
 
-// addEntry archives one path.
+// addEntry archives the path p.
 func addEntry(tw *archive.Writer, p, name string, fi fs.FileInfo, buf []byte) error {
+	return addEntryFrom(tw, name, fi, buf,
+		func() (string, error) { return os.Readlink(p) },
+		func() (*os.File, error) { return os.Open(p) })
+}
+
+// addEntryFrom archives one path, described by fi, as name: readlink
+// reads a symlink's target, open opens a regular file.
+func addEntryFrom(tw *archive.Writer, name string, fi fs.FileInfo, buf []byte, readlink func() (string, error), open func() (*os.File, error)) error {
 	var target string
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		var err error
-		if target, err = os.Readlink(p); err != nil {
+		if target, err = readlink(); err != nil {
 			return err
 		}
 	}
@@ -490,7 +526,7 @@ func addEntry(tw *archive.Writer, p, name string, fi fs.FileInfo, buf []byte) er
 	if !fi.Mode().IsRegular() {
 		return tw.WriteHeader(hdr)
 	}
-	f, err := os.Open(p)
+	f, err := open()
 	if err != nil {
 		return err
 	}
@@ -510,17 +546,9 @@ const maxLineLen = 4096
 
 // grep searches regular text files under req.Path.
 func grep(req *providers.GrepRequest) ([]providers.GrepMatch, error) {
-	pattern := req.Pattern
-	if req.IgnoreCase {
-		pattern = "(?i)" + pattern
-	}
-	re, err := regexp.Compile(pattern)
+	re, max, err := grepPattern(req)
 	if err != nil {
-		return nil, fmt.Errorf("pattern: %v: %w", err, fs.ErrInvalid)
-	}
-	max := req.MaxMatches
-	if max <= 0 {
-		max = defaultMaxMatches
+		return nil, err
 	}
 	root := req.Path
 	if root == "" {
@@ -551,7 +579,7 @@ func grep(req *providers.GrepRequest) ([]providers.GrepMatch, error) {
 		if req.Glob != "" && !globMatch(req.Glob, root, p) {
 			return nil
 		}
-		matches = grepFile(p, re, matches, max, scan)
+		matches = grepFile(p, func() (*os.File, error) { return os.Open(p) }, re, matches, max, scan)
 		if len(matches) >= max {
 			return errStop
 		}
@@ -574,10 +602,10 @@ func globMatch(glob, root, p string) bool {
 	return ok
 }
 
-// grepFile appends the matching lines of one file; files with a NUL byte in
-// their first block are binary and skipped.
-func grepFile(p string, re *regexp.Regexp, matches []providers.GrepMatch, max int, buf []byte) []providers.GrepMatch {
-	f, err := os.Open(p)
+// grepFile appends the matching lines of one file, p, that open opens;
+// files with a NUL byte in their first block are binary and skipped.
+func grepFile(p string, open func() (*os.File, error), re *regexp.Regexp, matches []providers.GrepMatch, max int, buf []byte) []providers.GrepMatch {
+	f, err := open()
 	if err != nil {
 		return matches
 	}

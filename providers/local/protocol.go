@@ -144,6 +144,9 @@ const (
 	opUpload   = "upload"
 	opDownload = "download"
 	opGrep     = "grep"
+	// opResolve answers with Info.Path, the request's path with every
+	// symlink resolved inside the sandbox (see resolvePath).
+	opResolve = "resolve"
 )
 
 // fileRequest is one file operation, with paths inside the sandbox.
@@ -161,6 +164,9 @@ type fileRequest struct {
 	// zero) is the written file's modification time.
 	Direct bool  `json:"direct,omitempty"`
 	MTime  int64 `json:"mtime,omitempty"`
+	// NoFollow asks that no symlink be followed in the paths, which were
+	// resolved and approved already (see providers.WithNoFollow).
+	NoFollow bool `json:"no_follow,omitempty"`
 }
 
 // statusMsg is one line on the status pipe.
