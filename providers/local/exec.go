@@ -61,6 +61,11 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 	stop := pr.watch(runCtx, nil)
 	last, got := pr.finish()
 	stop()
+	if got && shared && last.Exit != nil {
+		if note := landlockNote(last.Landlock); note != "" {
+			p.notes.add(id, note)
+		}
+	}
 	res := providers.ExecResult{Duration: time.Since(start)}
 	switch {
 	case got && last.PID != 0:

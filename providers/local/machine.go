@@ -697,10 +697,14 @@ func (p *Provider) TakeNote(id string) string {
 	if err != nil {
 		return ""
 	}
+	note := p.notes.take(id)
 	if os.Remove(filepath.Join(dir, crashedFile)) != nil {
-		return ""
+		return note
 	}
-	return "sandbox " + id + " had stopped without being asked to (its machine was killed, or the host restarted); it was started again with its files intact, but its processes and /tmp are gone"
+	if note != "" {
+		note = "; " + note
+	}
+	return "sandbox " + id + " had stopped without being asked to (its machine was killed, or the host restarted); it was started again with its files intact, but its processes and /tmp are gone" + note
 }
 
 // machineConn connects to the running machine of sandbox id for a request

@@ -85,6 +85,8 @@ type Provider struct {
 	hostHome, stateDir string
 	// weak runs commands without namespaces (see weak.go), by request.
 	weak bool
+	// notes are what TakeNote has to tell, by sandbox.
+	notes notes
 	// base is the layer laid over the host's /etc (see etcBase).
 	base etcBase
 }
