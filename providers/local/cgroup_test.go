@@ -164,11 +164,11 @@ func TestLimitsFor(t *testing.T) {
 	dir := t.TempDir()
 	mem := hostMemory()
 	l := limitsFor(dir, providers.Resources{}, false)
-	if l.NProc != defaultPids || l.Data == 0 || l.Data > mem || l.FSize == 0 || l.TmpSize != mem/4 || !l.NoCores {
+	if l.NProc != defaultPids+machinePidsAllowance || l.Data == 0 || l.Data > mem || l.FSize == 0 || l.TmpSize != mem/4 || !l.NoCores {
 		t.Errorf("defaults = %+v (host memory %d)", l, mem)
 	}
 	l = limitsFor(dir, providers.Resources{MemoryMB: 256, Pids: 50}, true)
-	if l.NProc != 50 || l.Data != 0 || l.TmpSize != 128<<20 || l.ShmSize != 64<<20 {
+	if l.NProc != 50+machinePidsAllowance || l.Data != 0 || l.TmpSize != 128<<20 || l.ShmSize != 64<<20 {
 		t.Errorf("with a cgroup memory limit = %+v", l)
 	}
 	l = limitsFor(dir, providers.Resources{MemoryMB: 256}, false)
@@ -229,8 +229,8 @@ func TestCgroupsReal(t *testing.T) {
 		t.Errorf("cgroups %v, want the machine's alone", dirs)
 	}
 	for _, d := range dirs {
-		if got := readCg(t, filepath.Join(d, "pids.max")); got != "77\n" {
-			t.Errorf("%s/pids.max = %q, want 77", d, got)
+		if got, want := readCg(t, filepath.Join(d, "pids.max")), strconv.Itoa(77+machinePidsAllowance)+"\n"; got != want {
+			t.Errorf("%s/pids.max = %q, want %q (77 and the machine's allowance)", d, got, want)
 		}
 	}
 	if len(dirs) == 0 {

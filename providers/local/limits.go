@@ -41,6 +41,11 @@ import (
 // Defaults when the sandbox asks for nothing.
 const (
 	defaultPids = 1024
+	// machinePidsAllowance is added to the pids limit for the machine's
+	// own tasks (its init, spare and busy runners, their threads: Go
+	// programs of about ten threads each), so that --pids N leaves the
+	// sandbox's commands about N.
+	machinePidsAllowance = 64
 	// defaultDataShare is the share of the host's memory one process
 	// may use when no cgroup bounds the sandbox as a whole.
 	defaultDataShare = 0.75
@@ -97,9 +102,9 @@ func hostMemory() uint64 {
 // lives in dir. cgroupMemory says that a cgroup bounds the memory of the
 // whole sandbox, so no per-process limit is needed.
 func limitsFor(dir string, res providers.Resources, cgroupMemory bool) limits {
-	l := limits{NProc: defaultPids, NoCores: true, RunSize: runTmpfsSize}
+	l := limits{NProc: defaultPids + machinePidsAllowance, NoCores: true, RunSize: runTmpfsSize}
 	if res.Pids > 0 {
-		l.NProc = uint64(res.Pids)
+		l.NProc = uint64(res.Pids + machinePidsAllowance)
 	}
 	mem := hostMemory()
 	if res.MemoryMB > 0 {

@@ -345,7 +345,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		return fail(&providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
 			Msg: "map the sandbox's ids: " + err.Error(), Err: err})
 	}
-	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, p.effectiveResources(m.Resources)); err != nil {
+	res := p.effectiveResources(m.Resources)
+	res.Pids += machinePidsAllowance
+	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, res); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
 	}
 	cfg.HostPID = cmd.Process.Pid

@@ -5,12 +5,13 @@ import (
 	"sync"
 )
 
-// reservedThreads is how many idle OS threads the init and every runner
-// make the Go runtime keep. Each blocks in at most a handful of system
-// calls at once (the relays of stdout and stderr, the wait for the
-// command, the control pipe, the listener), and the runtime takes an idle
-// thread before it creates a new one.
-const reservedThreads = 8
+// reservedThreads is how many OS threads the init and every runner make
+// the Go runtime start at once and keep. Each blocks in at most a handful
+// of system calls at once (the relays of stdout and stderr, the wait for
+// the command, the control pipe, the listener), and the runtime takes an
+// idle thread before it creates a new one. Their threads count towards
+// the pids limit (see machinePidsAllowance).
+const reservedThreads = 4
 
 // reserveThreads starts n OS threads now and leaves them idle in the
 // runtime's pool. The init and the runners live in the sandbox's pids
