@@ -994,16 +994,17 @@ func TestEscapeUnprivileged(t *testing.T) {
 		t.Log("already unprivileged: TestEscape itself is the unprivileged run")
 		return
 	}
-	runUnprivileged(t, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist",
+	runUnprivileged(t, []string{probeEnvVar + "=" + buildProbe(t)}, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist",
 		"TestStateDirHidden", "TestVarTmpPrivateInOldSandbox", "TestMountinfoHidesStatePaths", "TestDeleteEndsRunningCommands")
 }
 
 // unprivUID is the unprivileged user the root run switches to.
 const unprivUID = 65534
 
-// runUnprivileged runs the named tests of this binary as unprivUID and
-// checks that each of them ran and passed.
-func runUnprivileged(t *testing.T, tests ...string) {
+// runUnprivileged runs the named tests of this binary as unprivUID, with
+// env added to its environment, and checks that each of them ran and
+// passed.
+func runUnprivileged(t *testing.T, env []string, tests ...string) {
 	t.Helper()
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
@@ -1018,7 +1019,6 @@ func runUnprivileged(t *testing.T, tests ...string) {
 	if err := copyFile(self, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	probe := buildProbe(t)
 	home := filepath.Join(dir, "home")
 	tmp := filepath.Join(dir, "tmp")
 	for _, d := range []string{home, tmp} {
@@ -1035,10 +1035,10 @@ func runUnprivileged(t *testing.T, tests ...string) {
 	cmd := exec.CommandContext(ctx, setpriv, "--reuid="+strconv.Itoa(unprivUID), "--regid="+strconv.Itoa(unprivUID), "--clear-groups",
 		bin, "-test.run=^("+strings.Join(tests, "|")+")$", "-test.count=1", "-test.v")
 	// Run from the world-readable directory: the checkout may sit
-	// below a directory the user cannot enter (the probe comes in
-	// through the environment, nothing else reads testdata).
+	// below a directory the user cannot enter (what the tests need
+	// comes in through env, nothing else reads testdata).
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp, probeEnvVar + "=" + probe}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp}, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "\nPASS\n") {
 		t.Fatalf("as uid %d: %v\n%s", unprivUID, err, out)

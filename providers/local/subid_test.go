@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -209,12 +207,12 @@ func TestSubordinateIDs(t *testing.T) {
 			t.Fatalf("%s already gives uid %d ids: this test needs to add and remove its own", f, unprivUID)
 		}
 	}
-	runSubIDUnprivileged(t, "none")
+	runUnprivileged(t, []string{subIDEnvVar + "=none"}, "TestSubordinateIDsUnprivileged")
 	line := strconv.Itoa(unprivUID) + ":" + strconv.Itoa(subIDStart) + ":" + strconv.Itoa(subIDCount)
 	for _, f := range files {
 		addLineFor(t, f, line)
 	}
-	runSubIDUnprivileged(t, strconv.Itoa(subIDStart))
+	runUnprivileged(t, []string{subIDEnvVar + "=" + strconv.Itoa(subIDStart)}, "TestSubordinateIDsUnprivileged")
 }
 
 // addLineFor appends line to file for the rest of the test: the cleanup
@@ -250,48 +248,6 @@ func addLineFor(t *testing.T, file, line string) {
 			t.Errorf("restore %s: %v", file, err)
 		}
 	})
-}
-
-// runSubIDUnprivileged runs TestSubordinateIDsUnprivileged as unprivUID
-// with subIDEnvVar set to mode, through setpriv, from a copy of the test
-// binary in a directory that user may enter.
-func runSubIDUnprivileged(t *testing.T, mode string) {
-	t.Helper()
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Fatalf("setpriv (util-linux) is needed to run as an unprivileged user: %v", err)
-	}
-	dir := worldDir(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "local.test")
-	if err := copyFile(self, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	home, tmp := filepath.Join(dir, "home"), filepath.Join(dir, "tmp")
-	for _, d := range []string{home, tmp} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, unprivUID, unprivUID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = removeTree(tmp) })
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	const inner = "TestSubordinateIDsUnprivileged"
-	cmd := exec.CommandContext(ctx, setpriv, "--reuid="+strconv.Itoa(unprivUID), "--regid="+strconv.Itoa(unprivUID), "--clear-groups",
-		bin, "-test.run=^"+inner+"$", "-test.count=1", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp, subIDEnvVar + "=" + mode}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "\nPASS\n") || !strings.Contains(string(out), "--- PASS: "+inner+" (") {
-		t.Fatalf("as uid %d with subordinate ids %q: %v\n%s", unprivUID, mode, err, out)
-	}
-	t.Logf("as uid %d with subordinate ids %q:\n%s", unprivUID, mode, out)
 }
 
 // TestSubordinateIDsUnprivileged is TestSubordinateIDs's run as an
