@@ -557,38 +557,62 @@ func grep(req *providers.GrepRequest) ([]providers.GrepMatch, error) {
 	if _, err := os.Stat(root); err != nil {
 		return nil, err
 	}
-	matches := []providers.GrepMatch{}
-	errStop := errors.New("enough matches")
-	scan := make([]byte, 64<<10)
+	g := newGrepSearch(req, root, re, max)
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == root {
-				return err
-			}
-			return nil // unreadable parts are skipped, like grep -s
-		}
-		if d.IsDir() {
-			if p != root && (p == "/proc" || p == "/dev" || p == "/sys") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		if req.Glob != "" && !globMatch(req.Glob, root, p) {
-			return nil
-		}
-		matches = grepFile(p, func() (*os.File, error) { return os.Open(p) }, re, matches, max, scan)
-		if len(matches) >= max {
-			return errStop
+		return g.visit(p, d, err, func() (*os.File, error) { return os.Open(p) })
+	})
+	return g.result(err)
+}
+
+// grepSearch is one search of a tree: what it looks for and what it
+// found so far.
+type grepSearch struct {
+	root, glob string
+	re         *regexp.Regexp
+	max        int
+	scan       []byte
+	matches    []providers.GrepMatch
+}
+
+// errEnoughMatches ends a search's walk once it found its maximum.
+var errEnoughMatches = errors.New("enough matches")
+
+func newGrepSearch(req *providers.GrepRequest, root string, re *regexp.Regexp, max int) *grepSearch {
+	return &grepSearch{root: root, glob: req.Glob, re: re, max: max, scan: make([]byte, 64<<10), matches: []providers.GrepMatch{}}
+}
+
+// visit is one step of the walk, at path p (open opens it): it skips
+// what grep -s skips (unreadable parts, /proc, /dev, /sys, what is not a
+// regular file or does not match the glob) and searches the rest.
+func (g *grepSearch) visit(p string, d fs.DirEntry, err error, open func() (*os.File, error)) error {
+	if err != nil {
+		if p == g.root {
+			return err
 		}
 		return nil
-	})
-	if err != nil && err != errStop {
+	}
+	if d.IsDir() {
+		if p != g.root && (p == "/proc" || p == "/dev" || p == "/sys") {
+			return fs.SkipDir
+		}
+		return nil
+	}
+	if !d.Type().IsRegular() || g.glob != "" && !globMatch(g.glob, g.root, p) {
+		return nil
+	}
+	g.matches = grepFile(p, open, g.re, g.matches, g.max, g.scan)
+	if len(g.matches) >= g.max {
+		return errEnoughMatches
+	}
+	return nil
+}
+
+// result is the outcome of a walk that ended with err.
+func (g *grepSearch) result(err error) ([]providers.GrepMatch, error) {
+	if err != nil && err != errEnoughMatches {
 		return nil, err
 	}
-	return matches, nil
+	return g.matches, nil
 }
 
 // globMatch matches a glob against the base name, or against the path

@@ -637,8 +637,7 @@ func (s strictFS) grep(req *providers.GrepRequest) ([]providers.GrepMatch, error
 	if root == "" {
 		root = providers.DefaultWorkdir
 	}
-	matches := []providers.GrepMatch{}
-	scan := make([]byte, 64<<10)
+	g := newGrepSearch(req, root, re, max)
 	fd, err := s.open(root, unix.O_PATH, 0)
 	if err != nil {
 		return nil, err
@@ -650,51 +649,24 @@ func (s strictFS) grep(req *providers.GrepRequest) ([]providers.GrepMatch, error
 		return nil, &os.PathError{Op: "stat", Path: root, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if st.Mode&unix.S_IFMT != unix.S_IFREG || req.Glob != "" && !globMatch(req.Glob, root, root) {
-			return matches, nil
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && (req.Glob == "" || globMatch(req.Glob, root, root)) {
+			g.matches = grepFile(root, func() (*os.File, error) {
+				return s.openFile(root, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+			}, g.re, g.matches, g.max, g.scan)
 		}
-		return grepFile(root, func() (*os.File, error) {
-			return s.openFile(root, unix.O_RDONLY|unix.O_NONBLOCK, 0)
-		}, re, matches, max, scan), nil
+		return g.matches, nil
 	}
 	r, err := s.root(root)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	errStop := errors.New("enough matches")
 	err = walkRoot(r, func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if rel == "." {
-				return err
-			}
-			return nil // unreadable parts are skipped, like grep -s
-		}
-		p := path.Join(root, rel)
-		if d.IsDir() {
-			if rel != "." && (p == "/proc" || p == "/dev" || p == "/sys") {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		if req.Glob != "" && !globMatch(req.Glob, root, p) {
-			return nil
-		}
-		matches = grepFile(p, func() (*os.File, error) {
+		return g.visit(path.Join(root, rel), d, err, func() (*os.File, error) {
 			return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-		}, re, matches, max, scan)
-		if len(matches) >= max {
-			return errStop
-		}
-		return nil
+		})
 	})
-	if err != nil && err != errStop {
-		return nil, err
-	}
-	return matches, nil
+	return g.result(err)
 }
 
 // grepPattern compiles the pattern of a search and returns its bound.
