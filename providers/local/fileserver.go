@@ -249,9 +249,6 @@ func statPath(p string) (providers.FileInfo, error) {
 // listDir lists dir to the given depth (at least 1), sorted by path,
 // without descending into symlinks.
 func listDir(dir string, depth int) ([]providers.FileInfo, error) {
-	if depth < 1 {
-		depth = 1
-	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
@@ -259,29 +256,44 @@ func listDir(dir string, depth int) ([]providers.FileInfo, error) {
 	if !fi.IsDir() {
 		return nil, &os.PathError{Op: "list", Path: dir, Err: syscall.ENOTDIR}
 	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return listRoot(r, dir, depth)
+}
+
+// listRoot lists the tree of r, shown as dir, to the given depth (at
+// least 1), sorted by path, without descending into symlinks; parts that
+// cannot be read or vanished meanwhile are left out.
+func listRoot(r *os.Root, dir string, depth int) ([]providers.FileInfo, error) {
+	if depth < 1 {
+		depth = 1
+	}
 	var out []providers.FileInfo
-	var walk func(d string, level int) error
-	walk = func(d string, level int) error {
-		entries, err := os.ReadDir(d)
+	var walk func(rel string, level int) error
+	walk = func(rel string, level int) error {
+		entries, err := readDirIn(r, rel)
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
-			p := path.Join(d, e.Name())
+			name := path.Join(rel, e.Name())
 			info, err := e.Info()
 			if err != nil {
 				continue // vanished meanwhile
 			}
-			out = append(out, fileInfo(p, info))
-			if e.IsDir() && level < depth {
-				if err := walk(p, level+1); err != nil && !errors.Is(err, fs.ErrPermission) {
+			out = append(out, rootInfo(r, name, path.Join(dir, name), info))
+			if info.IsDir() && level < depth {
+				if err := walk(name, level+1); err != nil && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	if err := walk(dir, 1); err != nil {
+	if err := walk(".", 1); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Path, b.Path) })

@@ -480,9 +480,6 @@ func rootInfo(r *os.Root, name, p string, fi fs.FileInfo) providers.FileInfo {
 
 // list is listDir within the approved directory.
 func (s strictFS) list(dir string, depth int) ([]providers.FileInfo, error) {
-	if depth < 1 {
-		depth = 1
-	}
 	r, err := s.root(dir)
 	if err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
@@ -491,33 +488,7 @@ func (s strictFS) list(dir string, depth int) ([]providers.FileInfo, error) {
 		return nil, err
 	}
 	defer r.Close()
-	var out []providers.FileInfo
-	var walk func(rel string, level int) error
-	walk = func(rel string, level int) error {
-		entries, err := readDirIn(r, rel)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			name := path.Join(rel, e.Name())
-			info, err := e.Info()
-			if err != nil {
-				continue // vanished meanwhile
-			}
-			out = append(out, rootInfo(r, name, path.Join(dir, name), info))
-			if info.IsDir() && level < depth {
-				if err := walk(name, level+1); err != nil && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if err := walk(".", 1); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Path, b.Path) })
-	return out, nil
+	return listRoot(r, dir, depth)
 }
 
 // remove is removePath within the approved parent directory.
