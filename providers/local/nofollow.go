@@ -246,6 +246,21 @@ func isLink(fd int) bool {
 	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
+// kind is the file type (unix.S_IFDIR, S_IFREG, …) of the resolved path
+// p, reached without following any symlink.
+func (s strictFS) kind(p string) (uint32, error) {
+	fd, err := s.open(p, unix.O_PATH, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return st.Mode & unix.S_IFMT, nil
+}
+
 // open opens the resolved path p without following any symlink.
 func (s strictFS) open(p string, flags int, perm uint32) (int, error) {
 	anchor, rel := s.split(p)
@@ -543,17 +558,11 @@ func (s strictFS) rename(from, to string) error {
 // download is serveDownload within the approved path: a regular file
 // opened without following symlinks, or a directory walked in its os.Root.
 func (s strictFS) download(src string, rep *reporter) error {
-	fd, err := s.open(src, unix.O_PATH, 0)
+	kind, err := s.kind(src)
 	if err != nil {
 		return err
 	}
-	var st unix.Stat_t
-	err = unix.Fstat(fd, &st)
-	unix.Close(fd)
-	if err != nil {
-		return &os.PathError{Op: "stat", Path: src, Err: err}
-	}
-	switch st.Mode & unix.S_IFMT {
+	switch kind {
 	case unix.S_IFDIR:
 	case unix.S_IFREG:
 		f, err := s.openFile(src, unix.O_RDONLY|unix.O_NONBLOCK, 0)
@@ -609,18 +618,12 @@ func (s strictFS) grep(req *providers.GrepRequest) ([]providers.GrepMatch, error
 		root = providers.DefaultWorkdir
 	}
 	g := newGrepSearch(req, root, re, max)
-	fd, err := s.open(root, unix.O_PATH, 0)
+	kind, err := s.kind(root)
 	if err != nil {
 		return nil, err
 	}
-	var st unix.Stat_t
-	err = unix.Fstat(fd, &st)
-	unix.Close(fd)
-	if err != nil {
-		return nil, &os.PathError{Op: "stat", Path: root, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if st.Mode&unix.S_IFMT == unix.S_IFREG && (req.Glob == "" || globMatch(req.Glob, root, root)) {
+	if kind != unix.S_IFDIR {
+		if kind == unix.S_IFREG && (req.Glob == "" || globMatch(req.Glob, root, root)) {
 			g.matches = grepFile(root, func() (*os.File, error) {
 				return s.openFile(root, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 			}, g.re, g.matches, g.max, g.scan)
