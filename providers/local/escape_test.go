@@ -995,7 +995,8 @@ func TestEscapeUnprivileged(t *testing.T) {
 		return
 	}
 	runUnprivileged(t, []string{probeEnvVar + "=" + buildProbe(t)}, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist",
-		"TestStateDirHidden", "TestVarTmpPrivateInOldSandbox", "TestMountinfoHidesStatePaths", "TestDeleteEndsRunningCommands")
+		"TestStateDirHidden", "TestVarTmpPrivateInOldSandbox", "TestMountinfoHidesStatePaths", "TestDeleteEndsRunningCommands",
+		"TestUsers", "TestMachineRefusesOtherUsers")
 }
 
 // unprivUID is the unprivileged user the root run switches to.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,7 +107,8 @@ func TestSubordinateBase(t *testing.T) {
 func TestUsers(t *testing.T) {
 	t.Parallel()
 	if os.Getuid() != 0 {
-		t.Fatal("this test needs root: other users map one id")
+		testUsersUnprivileged(t)
+		return
 	}
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{User: "dev"})
@@ -163,5 +165,33 @@ func TestUsers(t *testing.T) {
 	}
 	if got := mustRun(t, p, id, "id -un; grep -c '^dev:' /etc/passwd"); got != "dev\n1\n" {
 		t.Errorf("after a stop: %q", got)
+	}
+}
+
+// testUsersUnprivileged is TestUsers as a user without subordinate ids
+// (TestEscapeUnprivileged runs it so): the sandbox maps that user alone,
+// who runs commands by default and by name or uid; anyone else is
+// refused with how to get more ids.
+func testUsersUnprivileged(t *testing.T) {
+	p := newTestProvider(t)
+	if p.uids.ranged() {
+		t.Fatalf("this run expects no subordinate ids (see TestSubordinateIDs), got %+v", p.uids)
+	}
+	me := strconv.Itoa(os.Getuid())
+	id := newSandbox(t, p, providers.Spec{})
+	ctx := context.Background()
+	for _, u := range []string{"", me} {
+		var out strings.Builder
+		if _, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "id -u", User: u, Stdout: &out}); err != nil || out.String() != me+"\n" {
+			t.Errorf("as %q: %q, %v; want uid %s", u, out.String(), err, me)
+		}
+	}
+	for _, u := range []string{"root", "0", "1000", "ghost"} {
+		_, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "true", User: u})
+		if !errors.Is(err, providers.ErrInvalid) {
+			t.Errorf("user %q: %v, want ErrInvalid", u, err)
+		} else if u != "ghost" && !strings.Contains(err.Error(), "/etc/subuid") {
+			t.Errorf("user %q: %v, want how to add subordinate ids", u, err)
+		}
 	}
 }
