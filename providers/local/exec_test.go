@@ -147,7 +147,7 @@ func TestExecStreams(t *testing.T) {
 
 // workspaceFile is the host path of a file in a sandbox's workspace.
 func workspaceFile(p *Provider, id, name string) string {
-	return filepath.Join(p.dir, id, workspaceDir, name)
+	return filepath.Join(workspacePath(filepath.Join(p.dir, id)), name)
 }
 
 // TestExecTimeoutKillsProcessGroup: a timeout kills the command's process

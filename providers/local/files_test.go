@@ -182,7 +182,7 @@ func TestWriteFileFailingReaderLeavesNothing(t *testing.T) {
 	if got, _ := readAll(t, p, id, "/workspace/keep.txt"); string(got) != "original\n" {
 		t.Errorf("keep.txt = %q after a failed overwrite", got)
 	}
-	entries, _ := os.ReadDir(filepath.Join(p.dir, id, workspaceDir))
+	entries, _ := os.ReadDir(workspacePath(filepath.Join(p.dir, id)))
 	if len(entries) != 1 {
 		var names []string
 		for _, e := range entries {
@@ -227,7 +227,7 @@ func TestUploadCancelLeavesNoPartialFile(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Upload = %v, want context.Canceled", err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(p.dir, id, workspaceDir, "up"))
+	entries, _ := os.ReadDir(filepath.Join(workspacePath(filepath.Join(p.dir, id)), "up"))
 	for _, e := range entries {
 		if e.Name() != "done.txt" {
 			t.Errorf("after a cancelled upload the destination holds %s", e.Name())
@@ -445,7 +445,7 @@ func TestDeleteKeepsHostDirs(t *testing.T) {
 	if err := os.WriteFile(hostFile, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws := filepath.Join(p.dir, info.ID, workspaceDir)
+	ws := workspacePath(filepath.Join(p.dir, info.ID))
 	if err := os.Symlink(hostDir, filepath.Join(ws, "hostlink")); err != nil {
 		t.Fatal(err)
 	}

@@ -122,8 +122,8 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, req machineRequest, s
 func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool) {
 	p.loadMasks() // before isolation reads p.masks
 	cfg.Root = filepath.Join(p.dir, rootMount)
-	cfg.Workspace = filepath.Join(dir, workspaceDir)
-	cfg.HomeSrc = filepath.Join(dir, homeDirName)
+	cfg.Workspace = workspacePath(dir)
+	cfg.HomeSrc = p.homePath(dir)
 	cfg.Home = p.home
 	cfg.SharedNet = sharedNet
 	cfg.Links = p.links
@@ -147,6 +147,9 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 // launchWeak starts a weak-mode init for one operation of the sandbox in
 // dir with cfg, which it completes with the sandbox's paths.
 func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, stdio initStdio) (*proc, error) {
+	if err := p.adoptLegacyLayout(dir); err != nil {
+		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
+	}
 	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil {
 		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)

@@ -292,6 +292,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	}
 	defer stateDir.Close()
 	_ = os.RemoveAll(filepath.Join(dir, logsDir))
+	if err := p.adoptLegacyLayout(dir); err != nil {
+		return fmt.Errorf("local: sandbox %s: %w", id, err)
+	}
 	cfg := &initConfig{Mode: modeMachine, Identity: p.identity, Resources: m.Resources, IdleNS: int64(m.autoStop()),
 		DefaultUser: m.User, SetID: p.uids.ranged()}
 	shared, err := sharedNetwork(m.Network, providers.NetworkDefault)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -230,11 +231,48 @@ func (p *Provider) info(m meta, dir string) providers.Info {
 
 // Paths inside one sandbox directory.
 const (
-	metaFile     = "meta.json"
-	workspaceDir = "workspace" // bound at /workspace
-	homeDirName  = "home"      // bound at HOME
-	upperDir     = "upper"     // overlay upper layers, one per system directory
+	metaFile = "meta.json"
+	upperDir = "upper" // overlay upper layers: the root's and one per system directory
+	// legacyWorkspace and legacyHome held /workspace and HOME, bound
+	// from there, in sandboxes made before both moved into the root
+	// layer (see workspacePath); a start moves them (adoptLegacyLayout).
+	legacyWorkspace = "workspace"
+	legacyHome      = "home"
 )
+
+// workspacePath is the host directory of the sandbox in dir's /workspace,
+// and homePath that of its HOME: both are directories of its root layer,
+// not mounts of their own, so that the sandbox's mount table names no host
+// path (a bind mount's entry shows where its source lies on the host).
+func workspacePath(dir string) string {
+	return filepath.Join(dir, upperDir, rootLayerName, "workspace")
+}
+
+// homePath is the host directory of HOME in the sandbox in dir (see
+// workspacePath).
+func (p *Provider) homePath(dir string) string {
+	return filepath.Join(dir, upperDir, rootLayerName, strings.TrimPrefix(p.home, "/"))
+}
+
+// adoptLegacyLayout moves the workspace and HOME of a sandbox made before
+// they lived in its root layer into it. A failure leaves them where they
+// are, and the sandbox starts with them empty, which the error says.
+func (p *Provider) adoptLegacyLayout(dir string) error {
+	for _, m := range [][2]string{{legacyWorkspace, workspacePath(dir)}, {legacyHome, p.homePath(dir)}} {
+		old := filepath.Join(dir, m[0])
+		if _, err := os.Lstat(old); err != nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(m[1]), 0o755); err != nil {
+			return fmt.Errorf("move %s into the root layer: %w", m[0], err)
+		}
+		_ = os.Remove(m[1]) // an empty one made meanwhile
+		if err := os.Rename(old, m[1]); err != nil {
+			return fmt.Errorf("move %s into the root layer: %w", m[0], err)
+		}
+	}
+	return nil
+}
 
 // sandboxDir returns the directory of id after checking the id's form.
 func (p *Provider) sandboxDir(id string) (string, error) {
@@ -354,16 +392,16 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 
 // populate creates the directory skeleton of a new sandbox.
 func (p *Provider) populate(dir string) error {
-	dirs := []string{workspaceDir, homeDirName}
+	dirs := []string{workspacePath(dir), p.homePath(dir)}
 	for _, l := range p.layers {
-		dirs = append(dirs, filepath.Join(upperDir, l.Name))
+		dirs = append(dirs, filepath.Join(dir, upperDir, l.Name))
 	}
 	for _, d := range dirs {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if err := os.Chmod(filepath.Join(dir, homeDirName), 0o700); err != nil {
+	if err := os.Chmod(p.homePath(dir), 0o700); err != nil {
 		return err
 	}
 	// The sandbox names itself: /etc/hostname, from the base layer or

@@ -87,18 +87,8 @@ func buildTree(cfg *initConfig) error {
 			return err
 		}
 	}
-	binds := []struct{ src, dst string }{{cfg.Workspace, "/workspace"}, {cfg.HomeSrc, cfg.Home}}
-	for _, b := range binds {
-		target := filepath.Join(root, b.dst)
-		if err := os.MkdirAll(target, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		if err := unix.Mount(b.src, target, "", unix.MS_BIND, ""); err != nil {
-			return mountErr(b.dst, err)
-		}
-	}
-	// Binds keep their source's flags: add nosuid and nodev everywhere
-	// before /dev exists.
+	// /workspace and HOME are directories of the root layer (see
+	// workspacePath). nosuid and nodev everywhere, before /dev exists.
 	if err := unix.MountSetattr(unix.AT_FDCWD, root, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
 		return mountErr("nosuid,nodev", err)
 	}
@@ -178,8 +168,12 @@ func mountRootLayer(root string, cfg *initConfig) error {
 		return err
 	}
 	retireWork(l.Work, cfg.Trash, cfg.Spread)
+	// Not volatile, unlike the system layers: /workspace and HOME live
+	// here, and a volatile overlay ignores fsync. Its cost, a syncfs of
+	// the state directory's file system when the mount goes, is paid
+	// once, when the machine stops.
 	opts := "lowerdir=" + layerOpt(root, cfg.Skel) + ",upperdir=" + layerOpt(root, l.Upper) +
-		",workdir=" + layerOpt(root, l.Work) + ",userxattr,volatile"
+		",workdir=" + layerOpt(root, l.Work) + ",userxattr"
 	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return &setupError{err: fmt.Errorf("the sandbox's root overlay: %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", err),
 			unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
@@ -193,8 +187,8 @@ func mountRootLayer(root string, cfg *initConfig) error {
 // upper filesystem it would otherwise run when the mount namespace dies,
 // a flush of the state disk's journal that cost a cold command 1.5 to 5 ms.
 // The price: a sandbox's system layer (/usr, /etc, /opt, /var) may lose
-// its most recent writes if the host crashes; the workspace and HOME are
-// plain binds and keep the host's durability. Overlayfs marks a volatile
+// its most recent writes if the host crashes; the root layer, which holds
+// the workspace and HOME, is not volatile and keeps the host's durability. Overlayfs marks a volatile
 // work directory as dirty and refuses to mount it again, so what a
 // previous mount left goes first (retireWork); the slot lock, which a cold
 // init and a holder each hold for their mounts' lives, guarantees that no

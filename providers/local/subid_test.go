@@ -336,7 +336,7 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 	}
 	// On the host, user 1000's file belongs to the id of the range
 	// that inside 1000 maps to: start+1000, below the user's own id.
-	fi, err := os.Stat(filepath.Join(p.dir, id, workspaceDir, "shared", "f"))
+	fi, err := os.Stat(filepath.Join(workspacePath(filepath.Join(p.dir, id)), "shared", "f"))
 	if err != nil {
 		t.Fatal(err)
 	}

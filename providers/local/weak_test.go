@@ -60,7 +60,7 @@ func TestWeakMode(t *testing.T) {
 		unshare -Ur true 2>/dev/null && echo userns;
 		(setsid sh -c 'sleep 1; touch `+workspaceFile(p, id, "survivor")+`' >/dev/null 2>&1 &) ; echo end`)
 	ws := workspaceFile(p, id, "")
-	want := strings.TrimSuffix(ws, "/") + "\n" + filepath.Join(p.dir, id, homeDirName) + "\ndata\n0000000000000000 1 2 \nend\n"
+	want := strings.TrimSuffix(ws, "/") + "\n" + p.homePath(filepath.Join(p.dir, id)) + "\ndata\n0000000000000000 1 2 \nend\n"
 	if r.err != nil || r.stdout != want {
 		t.Errorf("weak exec:\n got %q (err %v)\nwant %q", r.stdout, r.err, want)
 	}
