@@ -197,6 +197,8 @@ type Resources struct {
 	CPUs     float64 `json:"cpus,omitempty"`
 	MemoryMB int     `json:"memory_mb,omitempty"`
 	Pids     int     `json:"pids,omitempty"`
+	// DiskMB bounds what the sandbox's files may take on disk.
+	DiskMB int `json:"disk_mb,omitempty"`
 }
 
 // State is the coarse lifecycle state of a sandbox.

@@ -219,26 +219,32 @@ func (a *App) openOptions() (engine.OpenOptions, error) {
 	return o, nil
 }
 
-// resources turns --cpus, --memory and --pids into limits.
+// resources turns --cpus, --memory, --disk and --pids into limits.
 func (a *App) resources() (providers.Resources, error) {
 	g := a.flags
 	if g.cpus < 0 || g.pids < 0 {
 		return providers.Resources{}, &UsageError{Err: errors.New("--cpus and --pids must not be negative")}
 	}
 	res := providers.Resources{CPUs: g.cpus, Pids: g.pids}
-	if g.memory != "" {
-		mb, err := parseMemoryMB(g.memory)
+	for _, s := range []struct {
+		flag, val string
+		dst       *int
+	}{{"--memory", g.memory, &res.MemoryMB}, {"--disk", g.disk, &res.DiskMB}} {
+		if s.val == "" {
+			continue
+		}
+		mb, err := parseSizeMB(s.flag, s.val)
 		if err != nil {
 			return res, &UsageError{Err: err}
 		}
-		res.MemoryMB = mb
+		*s.dst = mb
 	}
 	return res, nil
 }
 
-// parseMemoryMB reads a size in MiB: a plain number, or one ending in k, m
-// or g (binary units; a trailing "b" or "ib" is allowed).
-func parseMemoryMB(s string) (int, error) {
+// parseSizeMB reads the size given to flag in MiB: a plain number, or one
+// ending in k, m, g or t (binary units; a trailing "b" or "ib" is allowed).
+func parseSizeMB(flag, s string) (int, error) {
 	v := strings.ToLower(strings.TrimSpace(s))
 	v = strings.TrimSuffix(strings.TrimSuffix(v, "b"), "i")
 	mult := 1.0
@@ -249,10 +255,12 @@ func parseMemoryMB(s string) (int, error) {
 		v = strings.TrimSuffix(v, "m")
 	case strings.HasSuffix(v, "g"):
 		mult, v = 1024, strings.TrimSuffix(v, "g")
+	case strings.HasSuffix(v, "t"):
+		mult, v = 1<<20, strings.TrimSuffix(v, "t")
 	}
 	n, err := strconv.ParseFloat(v, 64)
 	if err != nil || n <= 0 || n*mult < 1 || n*mult > 1<<30 {
-		return 0, fmt.Errorf("--memory %q: want a size such as 512m, 2g or a number of MiB (at least 1 MiB)", s)
+		return 0, fmt.Errorf("%s %q: want a size such as 512m, 2g or a number of MiB (at least 1 MiB)", flag, s)
 	}
 	return int(n * mult), nil
 }

@@ -144,6 +144,9 @@ func formatLimits(r providers.Resources) string {
 	if r.MemoryMB > 0 {
 		parts = append(parts, "memory "+strconv.Itoa(r.MemoryMB)+" MiB")
 	}
+	if r.DiskMB > 0 {
+		parts = append(parts, "disk "+strconv.Itoa(r.DiskMB)+" MiB")
+	}
 	if r.Pids > 0 {
 		parts = append(parts, strconv.Itoa(r.Pids)+" processes")
 	}

@@ -1,8 +1,11 @@
 package cli
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
-func TestParseMemoryMB(t *testing.T) {
+func TestParseSizeMB(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		in   string
@@ -15,6 +18,7 @@ func TestParseMemoryMB(t *testing.T) {
 		{in: "2g", want: 2048},
 		{in: "1.5G", want: 1536},
 		{in: "2048k", want: 2},
+		{in: "1t", want: 1 << 20},
 		{in: "512k", bad: true},
 		{in: "0", bad: true},
 		{in: "-1g", bad: true},
@@ -22,15 +26,15 @@ func TestParseMemoryMB(t *testing.T) {
 		{in: "", bad: true},
 	}
 	for _, tc := range tests {
-		got, err := parseMemoryMB(tc.in)
+		got, err := parseSizeMB("--disk", tc.in)
 		if tc.bad {
-			if err == nil {
-				t.Errorf("parseMemoryMB(%q) = %d, want an error", tc.in, got)
+			if err == nil || !strings.Contains(err.Error(), "--disk") {
+				t.Errorf("parseSizeMB(%q) = %d, %v; want an error naming the flag", tc.in, got, err)
 			}
 			continue
 		}
 		if err != nil || got != tc.want {
-			t.Errorf("parseMemoryMB(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+			t.Errorf("parseSizeMB(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 	}
 }

@@ -117,6 +117,7 @@ type globalFlags struct {
 	timeout      time.Duration
 	cpus         float64
 	memory       string
+	disk         string
 	pids         int
 	// auditRequired refuses a gated operation whose audit record cannot
 	// be written (approval.GateOptions.AuditRequired).
@@ -215,6 +216,7 @@ deleted afterwards (unless --keep).`,
 	f.DurationVar(&g.timeout, "timeout", 0, "per-call timeout (e.g. 30s, 5m)")
 	f.Float64Var(&g.cpus, "cpus", 0, "CPU limit of a created sandbox, in CPUs (e.g. 1.5), where the provider and host support it")
 	f.StringVar(&g.memory, "memory", "", "memory limit of a created sandbox (`SIZE`: 512m, 2g, or MiB), where the provider and host support it")
+	f.StringVar(&g.disk, "disk", "", "disk quota of a created sandbox's files (`SIZE`: 512m, 20g, or MiB), where the provider supports it (local: 10g by default)")
 	f.IntVar(&g.pids, "pids", 0, "process limit of a created sandbox, where the provider and host support it")
 	f.Var(&g.autoStop, "auto-stop", "stop a created sandbox after `DUR` without an operation (its files stay; the next operation starts it); 0 never")
 	f.BoolVar(&g.auditRequired, "audit-required", false, "refuse (exit 1) every operation whose audit record cannot be written, instead of running it unaudited")

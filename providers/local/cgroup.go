@@ -231,7 +231,7 @@ func (c cgroups) describe() string {
 // check refuses limits the host cannot enforce.
 func (c cgroups) check(res providers.Resources) error {
 	var missing []string
-	if res.CPUs < 0 || res.MemoryMB < 0 || res.Pids < 0 {
+	if res.CPUs < 0 || res.MemoryMB < 0 || res.Pids < 0 || res.DiskMB < 0 {
 		return providers.Errorf(providers.ErrInvalid, Name, "create", "resource limits must be positive")
 	}
 	if res.CPUs > 0 && !c.controllers["cpu"] {

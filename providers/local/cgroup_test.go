@@ -268,8 +268,8 @@ func TestDefaultMemoryLimit(t *testing.T) {
 		res  providers.Resources
 		want providers.Resources
 	}{
-		{"defaults", providers.Resources{}, providers.Resources{MemoryMB: half, Pids: defaultPids}},
-		{"asked", providers.Resources{MemoryMB: 300, Pids: 50}, providers.Resources{MemoryMB: 300, Pids: 50}},
+		{"defaults", providers.Resources{}, providers.Resources{MemoryMB: half, Pids: defaultPids, DiskMB: defaultDiskMB}},
+		{"asked", providers.Resources{MemoryMB: 300, Pids: 50, DiskMB: 700}, providers.Resources{MemoryMB: 300, Pids: 50, DiskMB: 700}},
 	}
 	for _, tt := range tests {
 		id := newSandbox(t, p, providers.Spec{Resources: tt.res})

@@ -754,17 +754,13 @@ func checkKillTree(t *testing.T, e *escapeEnv, id, tok string) {
 	_ = cmd.Wait()
 	time.Sleep(500 * time.Millisecond)
 	assertNoneSurvived(t, e.p, id, "cli")
-	if err := os.Remove(workspaceFile(e.p, id, "go")); err != nil {
-		t.Fatal(err)
-	}
+	setGo(t, e.p, id, false)
 	r := e.runRow(t, id, tok, "sh -c '"+waitForGo+"; touch /workspace/timeout' >/dev/null 2>&1 & sleep 60", func(r *providers.ExecRequest) { r.Timeout = time.Second })
 	if !errors.Is(r.err, providers.ErrTimeout) {
 		t.Fatalf("exec with a timeout: %v", r.err)
 	}
 	assertNoneSurvived(t, e.p, id, "timeout")
-	if err := os.Remove(workspaceFile(e.p, id, "go")); err != nil {
-		t.Fatal(err)
-	}
+	setGo(t, e.p, id, false)
 	// The init, killed from the host, takes everything with it.
 	e.runRow(t, id, tok, "setsid sh -c '"+waitForGo+"; touch /workspace/init' >/dev/null 2>&1 & echo kept > /workspace/k$T")
 	rec, alive := liveMachine(filepath.Join(e.p.dir, id))
@@ -996,7 +992,7 @@ func TestEscapeUnprivileged(t *testing.T) {
 	}
 	runUnprivileged(t, []string{probeEnvVar + "=" + buildProbe(t)}, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist",
 		"TestStateDirHidden", "TestVarTmpPrivateInOldSandbox", "TestMountinfoHidesStatePaths", "TestDeleteEndsRunningCommands",
-		"TestUsers", "TestMachineRefusesOtherUsers")
+		"TestUsers", "TestMachineRefusesOtherUsers", "TestDiskQuota", "TestDiskQuotaDefied")
 }
 
 // unprivUID is the unprivileged user the root run switches to.

@@ -32,10 +32,10 @@ import (
 //     must be able to lift it; the kernel's OOM killer remains the backstop
 //     without a cgroup. The tmpfs mounts (/tmp, /dev/shm, /run) have sizes,
 //     so they cannot eat the host's memory either.
-//   - disk: RLIMIT_FSIZE caps one file at half the free space of the
-//     filesystem holding the sandbox (measured when the command starts);
-//     the writable layer and workspace share the host's disk and have no
-//     quota of their own.
+//   - disk: a quota for the whole sandbox (--disk, 10 GiB by default),
+//     which the machine's init keeps by accounting (see disk.go), and
+//     RLIMIT_FSIZE capping one file at half the free space of the
+//     filesystem holding the sandbox (measured when its machine starts).
 //   - cpu: a cgroup quota, only where cgroups are available.
 
 // Defaults when the sandbox asks for nothing.
@@ -66,6 +66,11 @@ type limits struct {
 	ShmSize  uint64 `json:"shm_size,omitempty"`
 	RunSize  uint64 `json:"run_size,omitempty"`
 	NoCores  bool   `json:"no_cores,omitempty"`
+	// Disk is the sandbox's disk quota and DiskReserve the free space
+	// of the state directory's file system it may not take, in bytes;
+	// the machine's init enforces both (see watchDisk).
+	Disk        uint64 `json:"disk,omitempty"`
+	DiskReserve uint64 `json:"disk_reserve,omitempty"`
 }
 
 // defaultMemoryDivisor: a sandbox that asks for no memory limit gets
@@ -85,6 +90,9 @@ func (p *Provider) effectiveResources(res providers.Resources) providers.Resourc
 	}
 	if res.MemoryMB == 0 && !p.weak && p.cg.controllers["memory"] {
 		res.MemoryMB = int(hostMemory() / defaultMemoryDivisor >> 20)
+	}
+	if res.DiskMB == 0 && !p.weak {
+		res.DiskMB = defaultDiskMB
 	}
 	return res
 }
@@ -192,6 +200,10 @@ func (p *Provider) isolation(cfg *initConfig, dir string, slot int) {
 		cfg.Masks = append(slices.Clone(maskedFiles), p.masks...)
 	}
 	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"])
+	if !p.weak {
+		cfg.Limits.Disk = uint64(p.effectiveResources(cfg.Resources).DiskMB) << 20
+		cfg.Limits.DiskReserve = uint64(p.reserve())
+	}
 	if p.weak {
 		cfg.Weak = true
 		cfg.TmpSrc = filepath.Join(dir, "tmp", strconv.Itoa(slot))

@@ -702,6 +702,9 @@ func (p *Provider) TakeNote(id string) string {
 	if err != nil {
 		return ""
 	}
+	if disk := diskNote(dir); disk != "" {
+		p.notes.add(id, "sandbox "+id+" "+disk)
+	}
 	note := p.notes.take(id)
 	if os.Remove(filepath.Join(dir, crashedFile)) != nil {
 		return note

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -138,6 +139,14 @@ type machine struct {
 	children map[int]*child     // runners by pid, until reaped
 	bg       map[int]*bgCommand // background commands by pid
 	done     chan struct{}
+	doneOnce sync.Once
+	// diskOver says that the disk quota's cut-off lasts (see watchDisk).
+	diskOver atomic.Bool
+}
+
+// finish ends serve: the machine has stopped.
+func (m *machine) finish() {
+	m.doneOnce.Do(func() { close(m.done) })
 }
 
 // child is a runner the init started.
@@ -224,6 +233,9 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 	}
 	rep.landlock = abi
 	go m.reap(reaped)
+	if cfg.Limits.Disk > 0 {
+		go m.watchDisk(diskQuota{limit: int64(cfg.Limits.Disk), reserve: int64(cfg.Limits.DiskReserve), grace: diskGrace})
+	}
 	m.spares[cfg.SharedNet] = m.startSpare(cfg.SharedNet)
 	rep.send(statusMsg{Done: true})
 	status.Close()
@@ -552,6 +564,9 @@ func (m *machine) take(req machineRequest) (*spare, bool, error) {
 			case <-sp.c.exited:
 				err = errors.New("the prepared runner died")
 			default:
+				if m.diskOver.Load() {
+					confineFilesOf(sp.c.proc.Pid, true)
+				}
 				return sp, mode, nil
 			}
 		}
@@ -649,7 +664,7 @@ func (m *machine) handle(c *net.UnixConn) {
 		}
 		m.shutdown(grace)
 		reply(machineReply{Done: true})
-		close(m.done)
+		m.finish()
 	case reqPs:
 		reply(machineReply{Procs: m.processes(), Done: true})
 	case reqKill:

@@ -90,6 +90,9 @@ type Provider struct {
 	notes notes
 	// base is the layer laid over the host's /etc (see etcBase).
 	base etcBase
+	// diskReserve, when not zero, replaces the reserve of the state
+	// directory's file system kept from the sandboxes (see reserve).
+	diskReserve int64
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -320,6 +323,12 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 		return providers.Info{}, providers.Errorf(providers.ErrUnavailable, Name, "create", "%s=1 (the weak mode) is only for unprivileged users: without a user namespace root would read every file of the host; enable user namespaces instead", weakEnvVar)
 	}
 	if err := p.cg.check(spec.Resources); err != nil {
+		return providers.Info{}, err
+	}
+	if p.weak && spec.Resources.DiskMB > 0 {
+		return providers.Info{}, providers.Errorf(providers.ErrUnsupported, Name, "create", "--disk needs the isolated mode: the weak mode (%s=1) has no machine to keep the quota", weakEnvVar)
+	}
+	if err := p.checkHostDisk(); err != nil {
 		return providers.Info{}, err
 	}
 	if err := p.checkUser("create", spec.User); err != nil {
