@@ -992,7 +992,7 @@ func TestEscapeUnprivileged(t *testing.T) {
 	}
 	runUnprivileged(t, []string{probeEnvVar + "=" + buildProbe(t)}, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist",
 		"TestStateDirHidden", "TestVarTmpPrivateInOldSandbox", "TestMountinfoHidesStatePaths", "TestDeleteEndsRunningCommands",
-		"TestUsers", "TestMachineRefusesOtherUsers", "TestDiskQuota", "TestDiskQuotaDefied")
+		"TestUsers", "TestMachineRefusesOtherUsers", "TestDiskQuota", "TestDiskQuotaDefied", "TestWeakDeleteEndsCommands", "TestWeakStateDirHidden")
 }
 
 // unprivUID is the unprivileged user the root run switches to.

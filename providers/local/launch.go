@@ -171,6 +171,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 	if err != nil {
 		return nil, startError(id, err)
 	}
+	recordWeakRun(dir, pid, pr.exited)
 	pr.status = json.NewDecoder(pr.statusR)
 	if _, err := pr.ctl.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
 		pr.kill()

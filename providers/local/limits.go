@@ -206,6 +206,12 @@ func (p *Provider) isolation(cfg *initConfig, dir string, slot int) {
 	}
 	if p.weak {
 		cfg.Weak = true
+		cfg.WeakHidden = []string{"/var/tmp"}
+		for _, d := range []string{p.stateDir, p.dir} {
+			if real, err := filepath.EvalSymlinks(d); err == nil {
+				cfg.WeakHidden = append(cfg.WeakHidden, real)
+			}
+		}
 		cfg.TmpSrc = filepath.Join(dir, "tmp", strconv.Itoa(slot))
 		if cfg.Resources.Pids == 0 {
 			// Without a user namespace RLIMIT_NPROC counts all of

@@ -443,6 +443,12 @@ func killMachineLocked(dir string) error {
 // killRecorded kills the init rec names, if it still runs, and waits for
 // it to end (see killMachineLocked).
 func killRecorded(rec machineRecord) error {
+	return signalRecorded(rec, unix.SIGKILL)
+}
+
+// signalRecorded sends sig to the process rec names, if it still runs,
+// and waits a while (machineStopWait) for it to end.
+func signalRecorded(rec machineRecord, sig unix.Signal) error {
 	fd, err := unix.PidfdOpen(rec.pid, 0)
 	if err != nil {
 		return nil // already gone
@@ -451,8 +457,8 @@ func killRecorded(rec machineRecord) error {
 	if st, err := procStartTime(rec.pid); err != nil || st != rec.start {
 		return nil
 	}
-	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("stop the sandbox's machine: %w", err)
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("stop the sandbox's processes: %w", err)
 	}
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	deadline := time.Now().Add(machineStopWait)

@@ -75,6 +75,10 @@ type initConfig struct {
 	// host directory standing in for /tmp.
 	Weak   bool   `json:"weak,omitempty"`
 	TmpSrc string `json:"tmp_src,omitempty"`
+	// WeakHidden are host paths inside the system directories that the
+	// weak mode's Landlock rules leave out: the tool's state directory
+	// (every sandbox's files) and /var/tmp (see roExcept).
+	WeakHidden []string `json:"weak_hidden,omitempty"`
 	// stop is closed when the weak-mode init is asked to end (init only).
 	stop chan struct{}
 	// Resources are the sandbox's requested limits; the host turns them

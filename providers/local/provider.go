@@ -536,6 +536,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if err := p.killMachine(dir); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
+	endWeakRuns(dir)
 	if err := p.discard(dir, id); err != nil {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}

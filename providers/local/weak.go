@@ -175,8 +175,11 @@ func weakUnmap(cfg *initConfig, m *statusMsg, err error) {
 // /proc, write only in the sandbox's own directories and a few devices.
 func weakLandlockRules(cfg *initConfig) []landlock.Rule {
 	ro := []string{"/proc", "/dev"}
+	var roFiles []string
 	for _, l := range cfg.Layers {
-		ro = append(ro, l.Lower)
+		dirs, files := roExcept(l.Lower, cfg.WeakHidden)
+		ro = append(ro, dirs...)
+		roFiles = append(roFiles, files...)
 	}
 	devs := []string{"/dev/ptmx"}
 	for _, n := range devNodes {
@@ -184,6 +187,7 @@ func weakLandlockRules(cfg *initConfig) []landlock.Rule {
 	}
 	return []landlock.Rule{
 		landlock.RODirs(ro...).IgnoreIfMissing(),
+		landlock.ROFiles(roFiles...).IgnoreIfMissing(),
 		landlock.RWDirs(cfg.Workspace, cfg.HomeSrc, cfg.TmpSrc).WithRefer().WithResolveUnix(),
 		landlock.RWDirs("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
 		landlock.RWFiles(devs...).WithIoctlDev().IgnoreIfMissing(),
@@ -258,4 +262,91 @@ func usernsOff(uid int) error {
 		return fmt.Errorf("user namespaces are turned off (%s = %s): %s%s", name, s.off, usernsHint, weakHint)
 	}
 	return nil
+}
+
+// weakRunsDir, in a sandbox's directory, holds a record ("pid starttime")
+// of each weak-mode init running an operation of it, so that a delete
+// from another process ends them (and, through them, what their commands
+// started) before the sandbox's files go.
+const weakRunsDir = "weak.run"
+
+// recordWeakRun records the weak-mode init pid of the sandbox in dir until
+// exited is closed.
+func recordWeakRun(dir string, pid int, exited <-chan struct{}) {
+	start, err := procStartTime(pid)
+	if err != nil {
+		return // already gone
+	}
+	runs := filepath.Join(dir, weakRunsDir)
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return
+	}
+	name := filepath.Join(runs, strconv.Itoa(pid))
+	if err := os.WriteFile(name, []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"), 0o600); err != nil {
+		return
+	}
+	go func() {
+		<-exited
+		_ = os.Remove(name)
+	}()
+}
+
+// endWeakRuns ends the recorded weak-mode inits of the sandbox in dir:
+// SIGTERM, on which each kills its command's processes and exits (see
+// reapWeak), then SIGKILL for one that did not.
+func endWeakRuns(dir string) {
+	entries, err := os.ReadDir(filepath.Join(dir, weakRunsDir))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, weakRunsDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var rec machineRecord
+		if _, err := fmt.Sscanf(string(b), "%d %d", &rec.pid, &rec.start); err != nil {
+			continue
+		}
+		_ = signalRecorded(rec, unix.SIGTERM)
+		_ = signalRecorded(rec, unix.SIGKILL)
+	}
+}
+
+// roExcept splits the read-only grant of the directory root around the
+// hidden paths beneath it: root itself when none is; else, level by level
+// down to each hidden path, the directories and regular files beside it.
+// Symlinks are left out (a rule would grant their target; they resolve,
+// when used, through the other rules), and so are other kinds of file.
+func roExcept(root string, hidden []string) (dirs, files []string) {
+	root = filepath.Clean(root)
+	var inside []string
+	for _, h := range hidden {
+		h = filepath.Clean(h)
+		if h == root {
+			return nil, nil
+		}
+		if strings.HasPrefix(h, root+"/") {
+			inside = append(inside, h)
+		}
+	}
+	if len(inside) == 0 {
+		return []string{root}, nil
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, nil
+	}
+	for _, e := range entries {
+		p := filepath.Join(root, e.Name())
+		switch {
+		case e.IsDir():
+			d, f := roExcept(p, inside)
+			dirs = append(dirs, d...)
+			files = append(files, f...)
+		case e.Type().IsRegular():
+			files = append(files, p)
+		}
+	}
+	return dirs, files
 }

@@ -214,3 +214,171 @@ func TestNoUserNamespaces(t *testing.T) {
 		t.Errorf("weak mode as root: exit %d, stderr %q; want 125 and a refusal", rootWeak.code, rootWeak.stderr)
 	}
 }
+
+// markedProcesses lists the live host processes whose command line holds
+// mark.
+func markedProcesses(mark string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if state, _, err := procStat(pid); err == nil && state != 'Z' && strings.Contains(string(b), mark) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestWeakDeleteEndsCommands (issue 13, item 12, in the weak mode, which
+// has no machine): a delete from another process ends the sandbox's
+// running commands, and what they started in the background, before it
+// returns. Root is refused the weak mode; TestEscapeUnprivileged runs this
+// test as an unprivileged user.
+func TestWeakDeleteEndsCommands(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Log("the weak mode refuses root: covered by TestEscapeUnprivileged")
+		return
+	}
+	p := newWeakProvider(t)
+	ctx := context.Background()
+	info, err := p.Create(ctx, providers.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := "600." + strconv.FormatInt(time.Now().UnixNano(), 10)
+	done := make(chan result, 1)
+	go func() {
+		done <- run(t, p, info.ID, "sleep "+mark+"1 & sleep "+mark+"2")
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(markedProcesses(mark)) < 2 {
+		select {
+		case r := <-done:
+			t.Fatalf("the command ended at once: %+v", r)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Another process's provider, as `sandbox delete` in another
+	// terminal.
+	other, err := New(providers.Config{StateDir: filepath.Dir(p.dir), Getenv: func(k string) (string, bool) {
+		if k == weakEnvVar {
+			return "1", true
+		}
+		return "", false
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Delete(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left := markedProcesses(mark); len(left) > 0 {
+		t.Errorf("processes of the deleted sandbox still run: %v", left)
+	}
+	select {
+	case r := <-done:
+		if r.err == nil && r.code == 0 {
+			t.Errorf("the command ended well after its sandbox was deleted: %+v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the command still runs after its sandbox was deleted")
+	}
+}
+
+func TestROExcept(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, d := range []string{"a/b/c", "a/d", "e"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"a/f", "a/b/g"} {
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/", filepath.Join(root, "a", "link")); err != nil {
+		t.Fatal(err)
+	}
+	rel := func(ps []string) string {
+		var out []string
+		for _, p := range ps {
+			r, _ := filepath.Rel(root, p)
+			out = append(out, r)
+		}
+		return strings.Join(out, " ")
+	}
+	tests := []struct {
+		name, dirs, files string
+		hidden            []string
+	}{
+		{name: "nothing hidden", hidden: []string{"/elsewhere"}, dirs: "."},
+		{name: "a subtree", hidden: []string{root + "/a/b/c"}, dirs: "a/d e", files: "a/b/g a/f"},
+		{name: "two", hidden: []string{root + "/a/b", root + "/e"}, dirs: "a/d", files: "a/f"},
+		{name: "the root", hidden: []string{root}},
+		{name: "a trailing slash", hidden: []string{root + "/e/"}, dirs: "a", files: ""},
+	}
+	for _, tc := range tests {
+		dirs, files := roExcept(root, tc.hidden)
+		if rel(dirs) != tc.dirs || rel(files) != tc.files {
+			t.Errorf("%s: roExcept = dirs %q, files %q; want %q, %q", tc.name, rel(dirs), rel(files), tc.dirs, tc.files)
+		}
+	}
+}
+
+// TestWeakStateDirHidden (issue 13, item 6, in the weak mode): with the
+// state directory in an overlaid system directory, a weak sandbox reads
+// nothing of another's files, nor of the host's /var/tmp, and still reads
+// the rest of the system directories. Root is refused the weak mode;
+// TestEscapeUnprivileged runs this test as an unprivileged user.
+func TestWeakStateDirHidden(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Log("the weak mode refuses root: covered by TestEscapeUnprivileged")
+		return
+	}
+	tok := "weakstate-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	base := filepath.Join("/var/tmp", tok)
+	stateDir := filepath.Join(base, "sandbox")
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeTree(base) })
+	hostFile := filepath.Join("/var/tmp", tok+"-host")
+	if err := os.WriteFile(hostFile, []byte("host "+tok), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(hostFile) })
+	p, err := New(providers.Config{StateDir: stateDir, Getenv: func(k string) (string, bool) {
+		if k == weakEnvVar {
+			return "1", true
+		}
+		return "", false
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newSandbox(t, p, providers.Spec{})
+	b := newSandbox(t, p, providers.Spec{})
+	mustRun(t, p, b, "echo secret-"+tok+" > secret")
+	bFile := filepath.Join(workspacePath(filepath.Join(p.dir, b)), "secret")
+	got := mustRun(t, p, a, "cat "+bFile+" 2>&1; ls "+stateDir+" 2>&1; cat "+hostFile+" 2>&1; ls /var/tmp 2>&1; cat /etc/hostname >/dev/null && echo etc-readable; ls /var/lib >/dev/null && echo var-listed")
+	for _, leak := range []string{"secret-" + tok, "host " + tok, "\nlocal\n", "\n" + tok + "-host\n"} {
+		if strings.Contains("\n"+got, leak) {
+			t.Errorf("sandbox A read %q:\n%s", leak, got)
+		}
+	}
+	for _, want := range []string{"etc-readable", "var-listed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("sandbox A lost %s:\n%s", want, got)
+		}
+	}
+}
