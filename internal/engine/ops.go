@@ -21,7 +21,6 @@ import (
 	"github.com/agentbox/sandbox/providers/archive"
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/pmezard/go-difflib/difflib"
-	"golang.org/x/sys/unix"
 )
 
 // previewLimit is the largest write whose diff is shown for approval.
@@ -396,7 +395,7 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		return err
 	}
 	defer pr.Close()
-	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, archive.PipeSize)
+	archive.GrowPipe(pw)
 	errc := make(chan error, 1)
 	dctx, cancel := context.WithCancel(approval.WithDetails(ctx, details))
 	defer cancel()

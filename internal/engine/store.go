@@ -158,7 +158,7 @@ func replaceFile(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+	err = exchangeFiles(spare, path)
 	if err == nil {
 		return nil
 	}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -232,7 +230,7 @@ func PackPipe(ctx context.Context, root *os.Root, name, as string, progress func
 	if err != nil {
 		return nil, err
 	}
-	_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, PipeSize)
+	GrowPipe(w)
 	s := &Stream{f: r, done: make(chan struct{})}
 	go func() {
 		tw := NewWriter(w)

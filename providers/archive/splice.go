@@ -252,7 +252,7 @@ func splice(ctx context.Context, pipe, file *os.File, n int64, out bool, progres
 				if serr = ctx.Err(); serr != nil {
 					return true
 				}
-				k, err := unix.Splice(src, nil, dst, nil, int(min(n-done, chunk)), unix.SPLICE_F_MOVE|unix.SPLICE_F_MORE)
+				k, err := spliceOnce(src, dst, int(min(n-done, chunk)))
 				switch {
 				case err == unix.EINTR:
 					continue

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package local is the embedded sandbox provider: it isolates commands on the
 // user's own Linux machine with nothing but the kernel and this binary.
 //
