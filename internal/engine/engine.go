@@ -247,8 +247,14 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{engine: e, provider: p, env: o.Env, user: o.User, keep: o.Keep}
+	// A sandbox past its --ttl is deleted by the first run that sees
+	// it, whatever that run is for.
+	gone := e.deleteExpired(ctx, name)
 	switch {
 	case o.ID != "":
+		if at, ok := gone[o.ID]; ok {
+			return nil, &ExpiredError{ID: o.ID, At: at}
+		}
 		info, err := p.Get(ctx, o.ID)
 		if err != nil {
 			if errors.Is(err, providers.ErrNotFound) {
@@ -302,6 +308,20 @@ func mergeLabels(a, b map[string]string) map[string]string {
 	maps.Copy(out, b)
 	return out
 }
+
+// ExpiredError is a --sandbox-id whose --ttl had passed: it was deleted.
+type ExpiredError struct {
+	ID string
+	At time.Time
+}
+
+// Error says what happened and what to do.
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("sandbox %s expired at %s (its --ttl) and was deleted; create a new one", e.ID, e.At.Local().Format(time.DateTime))
+}
+
+// Unwrap makes an expired sandbox a sandbox that is not found.
+func (e *ExpiredError) Unwrap() error { return providers.ErrNotFound }
 
 // NotFoundError is a --sandbox-id that does not exist.
 type NotFoundError struct {

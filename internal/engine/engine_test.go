@@ -292,6 +292,45 @@ func TestDeleteExpired(t *testing.T) {
 	}
 }
 
+// TestExpiredRefusedAndDeleted: a sandbox past its --ttl is deleted by the
+// next run, which refuses to reuse it with a clear error; one not yet
+// expired is reused.
+func TestExpiredRefusedAndDeleted(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	ctx := context.Background()
+	short, _ := fx.engine.Open(ctx, OpenOptions{Keep: true, Spec: providers.Spec{TTL: time.Second}})
+	short.Close(ctx)
+	long, _ := fx.engine.Open(ctx, OpenOptions{Keep: true, Spec: providers.Spec{TTL: time.Hour}})
+	long.Close(ctx)
+	fx.now = fx.now.Add(time.Minute)
+	s, err := fx.engine.Open(ctx, OpenOptions{ID: long.ID()})
+	if err != nil {
+		t.Fatalf("reusing a sandbox within its TTL: %v", err)
+	}
+	s.Close(ctx)
+	// The run above deleted the expired one already.
+	if ids := fx.sandboxes(t); !slices.Equal(ids, []string{long.ID()}) {
+		t.Fatalf("left %v, want only %s", ids, long.ID())
+	}
+	_, err = fx.engine.Open(ctx, OpenOptions{ID: short.ID()})
+	if !errors.Is(err, providers.ErrNotFound) || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("reusing a deleted expired sandbox: %v", err)
+	}
+	// One that expires between two runs: the run that finds it says so.
+	short2, _ := fx.engine.Open(ctx, OpenOptions{Keep: true, Spec: providers.Spec{TTL: time.Second}})
+	short2.Close(ctx)
+	fx.now = fx.now.Add(time.Minute)
+	_, err = fx.engine.Open(ctx, OpenOptions{ID: short2.ID()})
+	var ee *ExpiredError
+	if !errors.As(err, &ee) || !errors.Is(err, providers.ErrNotFound) || !strings.Contains(err.Error(), "expired at") {
+		t.Fatalf("reusing an expired sandbox: %v", err)
+	}
+	if ids := fx.sandboxes(t); !slices.Equal(ids, []string{long.ID()}) {
+		t.Fatalf("left %v, want only %s", ids, long.ID())
+	}
+}
+
 func TestSessionWriteRefusesOverwrite(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, nil)

@@ -303,6 +303,30 @@ func (e *Engine) DeleteExpired(ctx context.Context) ([]string, error) {
 	return deleted, errors.Join(errs...)
 }
 
+// deleteExpired deletes the recorded sandboxes of provider whose --ttl has
+// passed and returns when each had expired, by id. Failures are left for
+// the next run (or `sandbox delete --expired`) to report.
+func (e *Engine) deleteExpired(ctx context.Context, provider string) map[string]time.Time {
+	recs, err := e.store.All()
+	if err != nil {
+		return nil
+	}
+	now := e.opts.Now()
+	gone := map[string]time.Time{}
+	for _, r := range recs {
+		if r.Provider != provider || !expired(r, now) {
+			continue
+		}
+		err := e.Delete(ctx, r.Provider, r.ID)
+		var nf *NotFoundError
+		if err == nil || errors.As(err, &nf) {
+			gone[r.ID] = r.ExpiresAt
+			e.emit(Event{Type: "lifecycle", Action: "deleted", Sandbox: &providers.Info{ID: r.ID, Provider: r.Provider}})
+		}
+	}
+	return gone
+}
+
 // setupEvents returns the writer that turns setup output into events:
 // masked by Options.MaskWriter, then cut into chunks that do not split a
 // UTF-8 character. Close flushes both.
