@@ -194,7 +194,7 @@ func TestInterruptLeavesNothing(t *testing.T) {
 					if tt.marker == "" {
 						return true
 					}
-					if _, err := os.Stat(filepath.Join(c.state, "sandbox", "local", e.Name(), "workspace", tt.marker)); err == nil {
+					if _, err := os.Stat(filepath.Join(c.state, "sandbox", "local", e.Name(), "upper", ".root", "workspace", tt.marker)); err == nil {
 						return true
 					}
 				}
@@ -282,7 +282,7 @@ func TestInterruptReusedSandbox(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	id := strings.TrimSpace(string(out))
-	ws := filepath.Join(c.state, "sandbox", "local", id, "workspace")
+	ws := filepath.Join(c.state, "sandbox", "local", id, "upper", ".root", "workspace") // its root layer
 	if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
 		t.Fatalf("exec: %v", err)
 	}
