@@ -141,7 +141,7 @@ func TestTUIOnE2B(t *testing.T) {
 	}
 	s.typeLine("/quit")
 	s.waitFor("Delete it?")
-	s.send("d")
+	s.answer("d")
 	if scr := s.waitFor("EXIT="); !strings.Contains(scr, "EXIT=0") {
 		t.Fatalf("want exit 0 after quitting; screen:\n%s", scr)
 	}

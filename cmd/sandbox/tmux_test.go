@@ -92,6 +92,27 @@ func (s *tmuxSession) send(keys ...string) {
 	}
 }
 
+// keyDelay is how long a person takes between two keys.
+const keyDelay = 120 * time.Millisecond
+
+// typeSlowly types text one key at a time, keyDelay apart, as a person
+// does: the TUI's type-ahead guards must hold against this pace, not only
+// against one burst.
+func (s *tmuxSession) typeSlowly(text string) {
+	s.t.Helper()
+	for _, r := range text {
+		s.send("-l", string(r))
+		time.Sleep(keyDelay)
+	}
+}
+
+// typeLike types text as a person does (typeSlowly), then Enter.
+func (s *tmuxSession) typeLike(text string) {
+	s.t.Helper()
+	s.typeSlowly(text)
+	s.send("Enter")
+}
+
 // typeLine sends text literally (no key-name lookup), then Enter.
 func (s *tmuxSession) typeLine(text string) {
 	s.t.Helper()

@@ -5,19 +5,6 @@ import (
 	"time"
 )
 
-// keyDelay is how long a person takes between two keys.
-const keyDelay = 120 * time.Millisecond
-
-// typeLike types text one key at a time, keyDelay apart, then Enter.
-func (s *tmuxSession) typeLike(text string) {
-	s.t.Helper()
-	for _, r := range text {
-		s.send("-l", string(r))
-		time.Sleep(keyDelay)
-	}
-	s.send("Enter")
-}
-
 // TestTUIShellSession types commands in shell mode as a person would:
 // the directory and the exported variables of one command carry over to
 // the next, because the TUI runs them in one shell session.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,15 +49,16 @@ func (s *tmuxSession) answer(keys ...string) {
 	s.send(keys...)
 }
 
-// quitDeleting leaves through the quit prompt, deleting the sandbox.
+// quitDeleting leaves through the quit prompt, deleting the sandbox; the
+// terminal then says so.
 func quitDeleting(t *testing.T, s *tmuxSession, c *runner) {
 	t.Helper()
 	s.typeLine("/quit")
 	s.waitFor("Delete it?")
-	s.send("d")
+	s.answer("d")
 	scr := s.waitFor("EXIT=")
-	if !strings.Contains(scr, "EXIT=0") {
-		t.Fatalf("want exit 0 after quitting; screen:\n%s", scr)
+	if !strings.Contains(scr, "EXIT=0") || !regexp.MustCompile(`deleted sandbox sb-[a-z0-9]+`).MatchString(scr) {
+		t.Fatalf("want exit 0 and the deletion said after quitting; screen:\n%s", scr)
 	}
 	c.assertNoLeak()
 }
@@ -130,28 +132,33 @@ func TestTUIWriteDiffApproval(t *testing.T) {
 	s.answer("y")
 	s.waitFor("wrote /workspace/notes.txt")
 
-	// The multi-line input (no $EDITOR in the test's environment).
+	// The multi-line input (no $EDITOR in the test's environment) opens
+	// on the file's content.
 	s.typeLine("/write /workspace/notes.txt")
 	s.waitFor("new content of /workspace/notes.txt")
-	s.send("-l", "bye")
+	s.waitFor("┃ hello")
+	s.typeSlowly("bye")
 	s.send("Enter")
-	s.send("-l", "for now")
+	s.typeSlowly("for now")
 	s.send("C-s")
 	scr = s.waitFor("user wants to write")
-	for _, want := range []string{"-hello", "+bye", "+for now"} {
+	for _, want := range []string{"+bye", "+for now"} {
 		if !strings.Contains(scr, want) {
 			t.Fatalf("the overwrite's diff lacks %q:\n%s", want, scr)
 		}
 	}
+	if strings.Contains(scr, "-hello") {
+		t.Fatalf("the file's content was lost from the editor:\n%s", scr)
+	}
 	s.answer("y")
-	s.waitFor("wrote /workspace/notes.txt (12 B)")
+	s.waitFor("wrote /workspace/notes.txt (18 B)")
 	s.typeLine("/read /workspace/notes.txt")
 	s.waitForRe(`(?m)^for now\s*$`)
 
 	// ctrl+c with nothing running leaves; k keeps the sandbox.
 	s.send("C-c")
 	s.waitFor("Delete it?")
-	s.send("k")
+	s.answer("k")
 	scr = s.waitFor("EXIT=")
 	if !strings.Contains(scr, "EXIT=0") || !strings.Contains(scr, "reattach with: sandbox --sandbox-id "+id) {
 		t.Fatalf("keeping should print the reattach command and exit 0:\n%s", scr)
@@ -181,8 +188,8 @@ func TestTUIReuseKeeps(t *testing.T) {
 	s.waitFor("ready: local sandbox " + info.ID)
 	s.typeLine("/quit")
 	scr := s.waitFor("EXIT=")
-	if strings.Contains(scr, "Delete it?") || !strings.Contains(scr, "EXIT=0") {
-		t.Fatalf("a reused sandbox is kept without asking:\n%s", scr)
+	if strings.Contains(scr, "Delete it?") || !strings.Contains(scr, "EXIT=0") || !strings.Contains(scr, "left sandbox "+info.ID+" running") {
+		t.Fatalf("a reused sandbox is kept without asking, and that is said:\n%s", scr)
 	}
 	if !slices.Contains(c.sandboxes(), info.ID) {
 		t.Fatalf("the reused sandbox %s was deleted", info.ID)
@@ -304,9 +311,9 @@ func TestTUISetupLive(t *testing.T) {
 	s.waitFor("ready: local sandbox")
 	s.send("C-c")
 	s.waitFor("Delete it?")
-	s.send("C-c") // ctrl+c in the quit prompt deletes and leaves
-	s.waitFor("EXIT=0")
-	c.assertNoLeak()
+	s.answer("C-c") // ctrl+c in the quit prompt stays
+	s.waitFor("staying; the sandbox is still here")
+	quitDeleting(t, s, c)
 }
 
 // TestTUIEditorWrite writes a file with $EDITOR: the TUI hands the terminal
@@ -330,31 +337,46 @@ func TestTUIEditorWrite(t *testing.T) {
 	quitDeleting(t, s, c)
 }
 
-// TestTUISigtermCleansUp sends SIGTERM to the TUI while a command runs:
-// the terminal is restored, the created sandbox deleted, and the exit
-// status is 130.
-func TestTUISigtermCleansUp(t *testing.T) {
-	c := newRunner(t, buildBinary(t))
-	s, _ := tuiSession(t, c, "")
-	s.typeLine("!sleep 315")
-	waitFor(t, "the command to start", func() bool { return len(hostProcs("315")) == 1 })
+// TestTUISignalsCleanUp sends SIGTERM, or SIGHUP as closing the terminal
+// does, to the TUI while a command runs: the terminal is restored, the
+// created sandbox (with the TUI's default TTL in the status line) deleted,
+// and the exit status is 130.
+func TestTUISignalsCleanUp(t *testing.T) {
+	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			c := newRunner(t, buildBinary(t))
+			s, _ := tuiSession(t, c, "")
+			if status := strings.SplitN(s.screen(), "\n", 2)[0]; !regexp.MustCompile(`ttl \d+h\d+m left`).MatchString(status) {
+				t.Fatalf("a sandbox the TUI creates should have a default TTL in the status line: %q", status)
+			}
+			n := strconv.Itoa(315 + i)
+			s.typeLine("!sleep " + n)
+			waitFor(t, "the command to start", func() bool { return len(hostProcs(n)) == 1 })
+			s.signal(sig)
+			scr := s.waitFor("EXIT=")
+			if !strings.Contains(scr, "EXIT=130") {
+				t.Fatalf("want exit 130 after %v:\n%s", sig, scr)
+			}
+			waitFor(t, "the command to die", func() bool { return len(hostProcs(n)) == 0 })
+			c.assertNoLeak()
+		})
+	}
+}
+
+// signal sends sig to the sandbox process running in the pane.
+func (s *tmuxSession) signal(sig syscall.Signal) {
+	s.t.Helper()
 	out, err := exec.Command("tmux", "-S", s.sock, "display", "-p", "-t", s.name, "#{pane_pid}").Output()
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	pid := childNamed(strings.TrimSpace(string(out)), "sandbox")
 	if pid == 0 {
-		t.Fatal("the sandbox process was not found under the pane's shell")
+		s.t.Fatal("the sandbox process was not found under the pane's shell")
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	if err := syscall.Kill(pid, sig); err != nil {
+		s.t.Fatal(err)
 	}
-	scr := s.waitFor("EXIT=")
-	if !strings.Contains(scr, "EXIT=130") {
-		t.Fatalf("want exit 130 after SIGTERM:\n%s", scr)
-	}
-	waitFor(t, "the command to die", func() bool { return len(hostProcs("315")) == 0 })
-	c.assertNoLeak()
 }
 
 // childNamed returns the pid of the child of ppid whose command is name.
@@ -397,4 +419,135 @@ func TestTUISetupFails(t *testing.T) {
 		t.Fatalf("want exit 125 after a failed setup:\n%s", scr)
 	}
 	c.assertNoLeak()
+}
+
+// writePlan writes a plan file of exec steps and returns its path.
+func writePlan(t *testing.T, dir, name string, steps ...string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("steps:\n")
+	for _, s := range steps {
+		fmt.Fprintf(&b, "  - exec: %q\n", s)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestTUITypingNeverApproves types words at a person's pace while a plan
+// runs: the dialog that opens mid-typing says it waits, and neither the
+// letters (y, e, s, n in "yes seen"), nor enter, nor "/quit⏎" answer it.
+// It answers only a key after a pause.
+func TestTUITypingNeverApproves(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	plan := writePlan(t, c.dir, "plan.yaml", "sleep 1", "touch /workspace/DANGER")
+	policy := filepath.Join(c.dir, "policy.yaml")
+	os.WriteFile(policy, []byte("allow: [\"exec:sleep *\"]\n"), 0o644)
+	s, _ := tuiSession(t, c, "--policy "+policy)
+	s.typeLine("/run " + plan)
+	// The dialog opens about a second in, while these keys are typed.
+	s.typeSlowly("hello you there, yes seen any")
+	s.send("Enter")
+	time.Sleep(keyDelay)
+	s.typeLike("/quit")
+	scr := s.waitFor("$ touch /workspace/DANGER")
+	if strings.Contains(scr, "allowed exec touch") || strings.Contains(scr, "denied exec touch") || strings.Contains(scr, "Delete it?") {
+		t.Fatalf("typing answered the dialog:\n%s", scr)
+	}
+	s.answer("n")
+	s.waitFor("denied exec touch /workspace/DANGER")
+	if out, _ := c.command("exec", "--sandbox-id", sandboxIn(t, scr), "--", "ls", "/workspace").CombinedOutput(); strings.Contains(string(out), "DANGER") {
+		t.Fatalf("the denied file exists: %s", out)
+	}
+	s.send("Escape") // what was typed before the dialog opened is still in the input
+	time.Sleep(keyDelay)
+	quitDeleting(t, s, c)
+}
+
+// sandboxIn returns the sandbox id on a screen of the TUI.
+func sandboxIn(t *testing.T, scr string) string {
+	t.Helper()
+	m := regexp.MustCompile(`sb-[a-z0-9]+`).FindString(scr)
+	if m == "" {
+		t.Fatalf("no sandbox id on the screen:\n%s", scr)
+	}
+	return m
+}
+
+// TestTUIQuitPromptGuarded: at the quit prompt, words typed at a person's
+// pace (with a d in them), enter and ctrl+c never delete; ctrl+c stays.
+func TestTUIQuitPromptGuarded(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	s, id := tuiSession(t, c, "")
+	s.typeLike("/quit")
+	s.waitFor("Delete it?")
+	s.typeSlowly("added a diff")
+	s.send("Enter")
+	time.Sleep(dialogGuard)
+	s.send("Enter")
+	time.Sleep(dialogGuard)
+	if scr := s.screen(); !strings.Contains(scr, "Delete it?") || strings.Contains(scr, "EXIT=") {
+		t.Fatalf("typed text or enter left the quit prompt:\n%s", scr)
+	}
+	s.send("C-c")
+	s.waitFor("staying; the sandbox is still here")
+	if !slices.Contains(c.sandboxes(), id) {
+		t.Fatalf("the sandbox %s is gone after staying", id)
+	}
+	quitDeleting(t, s, c)
+}
+
+// TestTUIYesVisible: -y shows as mode all (--yes), each automatic approval
+// names the flag, and shift+tab to ask really asks again.
+func TestTUIYesVisible(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	plan := writePlan(t, c.dir, "plan.yaml", "echo from-plan")
+	s := startTmuxSized(t, c.dir, c.command().Env, c.bin+" -y", 120, 40)
+	scr := s.waitFor("ready: local sandbox ")
+	if status := strings.SplitN(scr, "\n", 2)[0]; !strings.Contains(status, "mode all (--yes)") {
+		t.Fatalf("the status line should show --yes: %q", status)
+	}
+	s.typeLike("/run " + plan)
+	s.waitFor("allowed exec echo from-plan (--yes)")
+	s.send("BTab") // shift+tab: all → ask
+	scr = s.waitFor("--yes is off")
+	if status := strings.SplitN(scr, "\n", 2)[0]; !strings.Contains(status, "mode ask") || strings.Contains(status, "--yes") {
+		t.Fatalf("the status line should show mode ask: %q", status)
+	}
+	s.typeLike("/run " + plan)
+	s.waitFor("script wants to exec")
+	s.answer("n")
+	s.waitFor("denied exec echo from-plan")
+	quitDeleting(t, s, c)
+}
+
+// TestTUIWordsAreText: a burst of text that spells a key name ("enter")
+// is text, not the key; a bracketed paste of two lines keeps them apart,
+// in the editor, and runs them as one script.
+func TestTUIWordsAreText(t *testing.T) {
+	c := newRunner(t, buildBinary(t))
+	s, _ := tuiSession(t, c, "")
+	s.typeSlowly("!echo ")
+	s.send("-l", "enter")
+	time.Sleep(dialogGuard)
+	if scr := s.screen(); strings.Contains(scr, "› $ echo") || !strings.Contains(scr, "> !echo enter") {
+		t.Fatalf("the word enter acted as the key:\n%s", scr)
+	}
+	s.send("Enter")
+	s.waitForRe(`(?m)^enter\s*$`)
+
+	if out, err := exec.Command("tmux", "-S", s.sock, "set-buffer", "echo first-line\necho second-line").CombinedOutput(); err != nil {
+		t.Fatalf("set-buffer: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("tmux", "-S", s.sock, "paste-buffer", "-p", "-t", s.name).CombinedOutput(); err != nil {
+		t.Fatalf("paste-buffer: %v\n%s", err, out)
+	}
+	s.waitFor("pasted 2 lines")
+	s.waitFor("pasted script")
+	s.send("C-s")
+	s.waitForRe(`(?m)^second-line\s*$`)
+	s.waitForRe(`(?m)^first-line\s*$`)
+	quitDeleting(t, s, c)
 }

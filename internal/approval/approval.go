@@ -189,7 +189,14 @@ type Decision struct {
 	// SessionRules are further rules added like SessionRule, for a command
 	// whose segments need different rules.
 	SessionRules []string `json:"session_rules,omitempty"`
+	// SessionExact, on an allowing decision, allows requests identical
+	// to this one for the rest of the session (Gate.AllowExactForSession).
+	SessionExact bool `json:"session_exact,omitempty"`
 }
+
+// ExactOrigin is the Rule of a decision made by an exact call allowed for
+// the session (Decision.SessionExact).
+const ExactOrigin = "session: this exact call"
 
 // Approver answers requests the policy marks "ask". Implementations: a line
 // prompt on a terminal, the TUI's dialog broker, and a deny-all used for

@@ -3,6 +3,9 @@ package approval
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,18 +87,23 @@ type Gate struct {
 
 	mu       sync.Mutex
 	session  []PolicyRule
-	approved map[Source]string // source → origin of its standing approval
+	exact    map[string]struct{} // fingerprints of calls allowed for the session
+	approved map[Source]string   // source → origin of its standing approval
 	mode     Mode
 }
 
 // Mode is how a Gate treats requests that no deny rule decides, switched
-// at run time (the TUI's /mode). The zero Mode is ModeSession.
+// at run time (the TUI's /mode). A Gate starts in ModeAll when its policy
+// has Yes (--yes), else in ModeSession; switching to another mode turns
+// --yes off until ModeAll is chosen again.
 type Mode string
 
 // Gate modes.
 const (
-	// ModeAsk asks about every request the policy alone would ask about:
-	// the rules added for the session are kept but not applied.
+	// ModeAsk asks about every request the policy alone would ask about,
+	// and about the user's own operations the built-in default would
+	// allow (all but reading and listing): the rules added for the
+	// session are kept but not applied.
 	ModeAsk Mode = "ask"
 	// ModeSession applies the rules added for the session (the default).
 	ModeSession Mode = "session"
@@ -124,22 +132,49 @@ func (g *Gate) SetMode(m Mode) {
 func (g *Gate) Mode() Mode {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.mode == "" {
-		return ModeSession
-	}
-	return g.mode
+	return g.modeLocked()
 }
+
+func (g *Gate) modeLocked() Mode {
+	switch {
+	case g.mode != "":
+		return g.mode
+	case g.policy.Yes:
+		return ModeAll
+	}
+	return ModeSession
+}
+
+// Yes reports whether the policy has --yes (in effect in ModeAll only).
+func (g *Gate) Yes() bool { return g.policy.Yes }
+
+// Default returns the policy's default effect and where it was set (a
+// policy file's `default:`); both are empty for the built-in default.
+func (g *Gate) Default() (Effect, string) { return g.policy.Default, g.policy.DefaultOrigin }
 
 // evaluateOne applies the policy, the session rules and the mode to req
 // as it is (see evaluate).
 func (g *Gate) evaluateOne(req Request) verdict {
 	g.mu.Lock()
-	mode, session := g.mode, slices.Clone(g.session)
+	mode, session := g.modeLocked(), slices.Clone(g.session)
 	g.mu.Unlock()
 	p := g.policy
+	if p.Yes && mode != ModeAll {
+		// --yes is the "all" mode: another mode turns it off.
+		c := *p
+		c.Yes = false
+		p = &c
+	}
 	switch mode {
 	case ModeAsk:
-		session = nil
+		// No session rules, and the user's own operations ask too: only
+		// reading and listing, and what the policy allows by a rule or
+		// --yes, pass.
+		v := p.evaluate(req, nil)
+		if v.stage == stageDefault && v.effect == Allow && req.Kind != KindRead && req.Kind != KindList {
+			v.effect, v.origin = Ask, "/mode ask"
+		}
+		return v
 	case ModeAll:
 		if !p.Yes {
 			c := *p
@@ -201,6 +236,48 @@ func (g *Gate) AllowForSession(rule string) error {
 		g.session = append(g.session, pr)
 	}
 	return nil
+}
+
+// RevokeSessionRule removes a rule AllowForSession added; it reports
+// whether there was one.
+func (g *Gate) RevokeSessionRule(rule string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := len(g.session)
+	g.session = slices.DeleteFunc(g.session, func(x PolicyRule) bool { return x.Rule.String() == rule })
+	return len(g.session) < n
+}
+
+// AllowExactForSession allows requests identical to req — same source,
+// kind, target, argv and details (for a write, the same diff: the same
+// content over the same file) — for the rest of this Gate's life, as the
+// dialog's "allow this exact call" does. Deny and ask rules still win, and
+// ModeAsk ignores it like every session rule.
+func (g *Gate) AllowExactForSession(req Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.exact == nil {
+		g.exact = map[string]struct{}{}
+	}
+	g.exact[fingerprint(req)] = struct{}{}
+}
+
+// exactAllowed reports whether AllowExactForSession allowed req.
+func (g *Gate) exactAllowed(req Request) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.exact[fingerprint(req)]
+	return ok && g.modeLocked() != ModeAsk
+}
+
+// fingerprint is a hash of everything a request does: its source, kind,
+// target, argv and details (so a write's content, through its diff and
+// size). Two requests with the same fingerprint do the same thing.
+func fingerprint(req Request) string {
+	req.Provider = ""
+	data, _ := json.Marshal(req)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // ApproveSource allows every request from src for the rest of this Gate's
@@ -403,15 +480,7 @@ func (g *Gate) Exec(ctx context.Context, id string, er providers.ExecRequest) (p
 			return providers.ExecResult{}, err
 		}
 	}
-	req := g.request(ctx, KindExec, id, er.Shell)
-	if er.Argv != nil {
-		req.Argv = slices.Clone(er.Argv)
-		req.Target = QuoteArgv(er.Argv)
-	}
-	req.Details.Cwd = er.Cwd
-	req.Details.Dest = ""
-	req.Details.Background = er.Background
-	req.Details.User = er.User
+	req := g.execRequest(ctx, id, er)
 	var res providers.ExecResult
 	err := g.do(ctx, req, func(ctx context.Context) (*int, error) {
 		// A session becomes its wrapper script only now, after the
@@ -428,6 +497,20 @@ func (g *Gate) Exec(ctx context.Context, id string, er providers.ExecRequest) (p
 		return &code, nil
 	})
 	return res, err
+}
+
+// execRequest is the request an exec of er is decided as.
+func (g *Gate) execRequest(ctx context.Context, id string, er providers.ExecRequest) Request {
+	req := g.request(ctx, KindExec, id, er.Shell)
+	if er.Argv != nil {
+		req.Argv = slices.Clone(er.Argv)
+		req.Target = QuoteArgv(er.Argv)
+	}
+	req.Details.Cwd = er.Cwd
+	req.Details.Dest = ""
+	req.Details.Background = er.Background
+	req.Details.User = er.User
+	return req
 }
 
 // ReadFile is gated as KindRead.
@@ -791,11 +874,21 @@ func (g *Gate) readAll(ctx context.Context, id, p string) (string, error) {
 	return string(data), nil
 }
 
-func unifiedDiff(p, before, after string) string {
+func unifiedDiff(p, before, after string) string { return UnifiedDiff(p, before, after, false) }
+
+// UnifiedDiff renders before → after as a unified diff of the sandbox path
+// p, the one diff of every write and edit an approver is shown: a new
+// file (isNew) is `--- /dev/null` / `@@ -0,0 +1,N @@`, and a last line
+// without a newline adds no blank line.
+func UnifiedDiff(p, before, after string, isNew bool) string {
+	from := "a" + p
+	if isNew {
+		from = "/dev/null"
+	}
 	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A:        splitLines(before),
 		B:        splitLines(after),
-		FromFile: "a" + p,
+		FromFile: from,
 		ToFile:   "b" + p,
 		Context:  3,
 	})
@@ -1099,6 +1192,9 @@ func (g *Gate) decide(ctx context.Context, req Request) (Decision, error) {
 	if origin, ok := g.approvedOrigin(req.Source); ok && v.effect != Allow && v.stage != stageDeny {
 		v = verdict{Allow, origin, "flag", v.stage}
 	}
+	if v.effect == Ask && v.stage != stageAsk && g.exactAllowed(req) {
+		v = verdict{Allow, ExactOrigin, "session", v.stage}
+	}
 	var dec Decision
 	switch {
 	case v.effect == Allow:
@@ -1112,6 +1208,9 @@ func (g *Gate) decide(ctx context.Context, req Request) (Decision, error) {
 		dec = d
 		if dec.By == "" {
 			dec.By = "user"
+		}
+		if dec.Allow && dec.SessionExact {
+			g.AllowExactForSession(req)
 		}
 		if dec.Allow {
 			for _, r := range append([]string{dec.SessionRule}, dec.SessionRules...) {

@@ -2,12 +2,23 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/internal/tui"
 )
+
+// tuiDefaultTTL is the lifetime of a sandbox the TUI creates when --ttl is
+// not given: should the TUI die without cleaning up (kill -9), the sandbox
+// still expires (`sandbox delete --expired`). --ttl 0 means no deadline.
+const tuiDefaultTTL = 8 * time.Hour
 
 // tuiTerminal reports whether bare `sandbox` can open the TUI: a terminal
 // on stdin and stdout (the TUI draws on stderr, also a terminal), no --json.
@@ -19,12 +30,17 @@ func (a *App) tuiTerminal() bool {
 // runTUI opens the TUI on the sandbox the global flags name (or a fresh
 // one). The session opens inside the TUI, so setup runs with live output;
 // the TUI closes it on the way out (a created sandbox is deleted unless
-// kept, and then the reattach command is printed).
+// kept), and a line on stderr then says which. Closing the terminal
+// (SIGHUP) cleans up as SIGINT and SIGTERM do.
 func (a *App) runTUI(cmd *cobra.Command) error {
-	ctx := cmd.Context()
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGHUP)
+	defer stop()
 	o, err := a.openOptions()
 	if err != nil {
 		return err
+	}
+	if !cmd.Flags().Changed("ttl") {
+		o.Spec.TTL = tuiDefaultTTL
 	}
 	o.SetupOutput = a.masker.Writer(a.bridge.SetupOutput())
 	provider, err := a.engine.ResolveProvider(o.Provider, o.ID)
@@ -36,7 +52,7 @@ func (a *App) runTUI(cmd *cobra.Command) error {
 		editor = a.env.Get("EDITOR")
 	}
 	noColor := a.env.Get("NO_COLOR") != "" || a.env.Get("TERM") == "dumb"
-	_, err = tui.Run(ctx, tui.Options{
+	res, err := tui.Run(ctx, tui.Options{
 		Open:     func(ctx context.Context) (*engine.Session, error) { return a.open(ctx, o) },
 		Bridge:   a.bridge,
 		Provider: provider,
@@ -48,7 +64,19 @@ func (a *App) runTUI(cmd *cobra.Command) error {
 		Color:    !noColor,
 		Editor:   editor,
 		Mask:     a.masker.String,
+		// The state directory keeps the input history between runs.
+		HistoryFile: filepath.Join(a.dirs.State, "tui-history"),
 	})
+	// The kept sandbox's reattach command is printed as the session
+	// closes; a deleted one is said here.
+	switch {
+	case res.ID == "" || err != nil:
+	case res.Created && !res.Kept:
+		fmt.Fprintf(a.streams.Err, "deleted sandbox %s\n", output.Escape(res.ID))
+	case !res.Created:
+		fmt.Fprintf(a.streams.Err, "left sandbox %s running (this run did not create it); reattach with: %s\n",
+			output.Escape(res.ID), output.Escape(engine.ReattachCommand(res.Provider, res.ID)))
+	}
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}

@@ -82,6 +82,22 @@ type approvalMsg struct {
 	id    int
 	req   approval.Request
 	reply chan<- approval.Decision
+	// hosts are a download's host destinations (hostDestinations).
+	hosts []string
+	// op is the operation that asks, 0 when unknown.
+	op int
+}
+
+type opKey struct{}
+
+// withOp tags ctx with the operation it runs, so that its requests can
+// name it.
+func withOp(ctx context.Context, id int) context.Context { return context.WithValue(ctx, opKey{}, id) }
+
+// opOf returns the operation ctx runs, or 0.
+func opOf(ctx context.Context) int {
+	id, _ := ctx.Value(opKey{}).(int)
+	return id
 }
 
 // approvalGoneMsg withdraws a request whose caller stopped waiting.
@@ -93,7 +109,8 @@ type approvalGoneMsg struct{ id int }
 func (b *Bridge) Approve(ctx context.Context, req approval.Request) (approval.Decision, error) {
 	reply := make(chan approval.Decision, 1)
 	id := b.id()
-	if !b.send(ctx, approvalMsg{id: id, req: req, reply: reply}) {
+	shown, hosts := hostDestinations(req)
+	if !b.send(ctx, approvalMsg{id: id, req: shown, reply: reply, hosts: hosts, op: opOf(ctx)}) {
 		if err := ctx.Err(); err != nil {
 			return approval.Decision{}, err
 		}

@@ -50,7 +50,7 @@ func (h *harness) process(msg tea.Msg) {
 		for _, c := range msg {
 			h.run(c)
 		}
-	case batchMsg, openedMsg, opDoneMsg, completionMsg, loadedMsg, editorDoneMsg:
+	case batchMsg, openedMsg, opDoneMsg, completionMsg, loadedMsg, editorDoneMsg, savedRuleMsg:
 		_, cmd := h.m.Update(msg)
 		h.run(cmd)
 	}
@@ -126,7 +126,7 @@ func TestFlowInProcess(t *testing.T) {
 	c.advance(typeAheadGuard)
 	h.key(runes("e"))
 	h.until("the exec to finish", func() bool { return hasLine(m, "exit 0") })
-	if !hasLine(m, "hello") || !hasLine(m, "session rule added: exec:echo hello") {
+	if !hasLine(m, "hello") || !hasLine(m, "allowed again for the session when identical") {
 		t.Fatal("the output or the added rule is missing")
 	}
 	exits := m.sb.find("exit 0")
@@ -160,7 +160,9 @@ func TestFlowInProcess(t *testing.T) {
 	}
 	c.advance(typeAheadGuard)
 	h.key(runes("n"))
-	h.until("the denial", func() bool { return hasLine(m, "denied: edit") })
+	h.until("the denial", func() bool {
+		return hasLine(m, "✘ denied edit /workspace/a.txt") && hasLine(m, "stopped: edit /workspace/a.txt was denied")
+	})
 
 	// Reads and lists are allowed without asking.
 	for _, tc := range []struct{ in, want string }{
@@ -181,7 +183,7 @@ func TestFlowInProcess(t *testing.T) {
 	local := filepath.Join(t.TempDir(), "a-copy.txt")
 	h.line("/download /workspace/a.txt " + local)
 	h.until("the download's dialog", m.dlg.open)
-	if v := m.View(); !strings.Contains(v, "download /workspace/a.txt to the host at "+local) {
+	if v := m.View(); !strings.Contains(v, "download /workspace/a.txt from the sandbox") || !strings.Contains(v, "to the host at "+local) {
 		t.Fatalf("the download dialog should name both ends:\n%s", v)
 	}
 	c.advance(typeAheadGuard)
@@ -199,6 +201,7 @@ func TestFlowInProcess(t *testing.T) {
 	if m.phase != phaseQuit || !strings.Contains(m.View(), "Delete it?") {
 		t.Fatalf("quitting a created sandbox should ask:\n%s", m.View())
 	}
+	c.advance(typeAheadGuard)
 	_, cmd := m.Update(runes("d"))
 	if _, ok := cmd().(tea.QuitMsg); !ok {
 		t.Fatal("d should quit")

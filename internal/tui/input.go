@@ -3,6 +3,9 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -21,8 +24,8 @@ type command struct {
 
 // commands lists the slash commands and their usage, for /help and errors.
 var commands = []struct{ name, usage, help string }{
-	{"read", "/read PATH", "print a file"},
-	{"write", "/write PATH [TEXT]", "write TEXT (or what you type in the editor: $EDITOR, else a multi-line input)"},
+	{"read", "/read PATH [LINE]", "show a page of a text file (from LINE)"},
+	{"write", "/write PATH [TEXT]", "write TEXT, or edit the file's content in $EDITOR (else a multi-line input)"},
 	{"edit", "/edit PATH [OLD NEW]", "replace OLD with NEW (quoted words), or edit the whole file in the editor"},
 	{"ls", "/ls [PATH]", "list a directory"},
 	{"glob", "/glob PATTERN [ROOT]", "find paths matching a glob"},
@@ -31,10 +34,25 @@ var commands = []struct{ name, usage, help string }{
 	{"download", "/download REMOTE LOCAL", "copy sandbox files to the host"},
 	{"run", "/run PLAN", "run a plan file; its steps are asked about as source script"},
 	{"mode", "/mode [ask|session|all]", "switch the approval mode (shift+tab cycles)"},
+	{"rules", "/rules [revoke N | save N FILE]", "list the session rules; revoke one, or add it to a policy file"},
 	{"shell", "/shell", "toggle shell mode: plain text runs as a command (ctrl+t)"},
 	{"clear", "/clear", "clear the scrollback"},
 	{"help", "/help", "show this help"},
 	{"quit", "/quit", "leave (a sandbox this run created is deleted unless kept)"},
+}
+
+// commandsFor returns the command named prefix, or else those it starts.
+func commandsFor(prefix string) []string {
+	var out []string
+	for _, c := range commands {
+		if c.name == prefix {
+			return []string{c.name}
+		}
+		if prefix != "" && strings.HasPrefix(c.name, prefix) {
+			out = append(out, c.name)
+		}
+	}
+	return out
 }
 
 func usageOf(name string) string {
@@ -67,11 +85,12 @@ func parseInput(text string, shellMode bool) (command, error) {
 	}
 	name, rest, _ := strings.Cut(t[1:], " ")
 	rest = strings.TrimLeft(rest, " ")
-	known := false
-	for _, c := range commands {
-		known = known || c.name == name
-	}
-	if !known {
+	switch names := commandsFor(name); {
+	case len(names) == 1:
+		name = names[0] // a unique prefix names its command: /wr is /write
+	case len(names) > 1:
+		return command{}, fmt.Errorf("/%s could be /%s; type more of it", name, strings.Join(names, ", /"))
+	default:
 		return command{}, fmt.Errorf("unknown command /%s; type /help", name)
 	}
 	c := command{name: name, rest: rest}
@@ -185,6 +204,45 @@ func (h *history) next(current string) string {
 		return h.draft
 	}
 	return h.items[h.pos]
+}
+
+// historyKeep is how many entries the history file keeps.
+const historyKeep = 500
+
+// load reads the history file (one quoted entry a line); a missing or
+// unreadable file is an empty history.
+func (h *history) load(file string) {
+	if file == "" {
+		return
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return
+	}
+	for l := range strings.SplitSeq(string(data), "\n") {
+		if s, err := strconv.Unquote(l); err == nil {
+			h.push(s)
+		}
+	}
+}
+
+// save writes the newest entries to the history file, readable by its
+// owner only (commands may hold secrets).
+func (h *history) save(file string) error {
+	if file == "" || len(h.items) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, s := range h.items[max(0, len(h.items)-historyKeep):] {
+		b.WriteString(strconv.Quote(s) + "\n")
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	return nil
 }
 
 // completionTarget returns the word being completed at the end of text and

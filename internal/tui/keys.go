@@ -20,11 +20,14 @@ type keyMap struct {
 	Interrupt  key.Binding
 	ShellMode  key.Binding
 	ClearInput key.Binding
+	QuitEmpty  key.Binding
+	Expand     key.Binding
 
 	// Approval dialog.
 	AllowOnce    key.Binding
 	AllowExact   key.Binding
 	AllowSession key.Binding
+	AllowPlan    key.Binding
 	Deny         key.Binding
 	DenyReason   key.Binding
 	AllowAll     key.Binding
@@ -40,6 +43,8 @@ type keyMap struct {
 	Cancel key.Binding
 	Delete key.Binding
 	Keep   key.Binding
+	Yes    key.Binding
+	No     key.Binding
 }
 
 func newKeyMap() keyMap {
@@ -58,10 +63,13 @@ func newKeyMap() keyMap {
 		Interrupt:  b("ctrl+c", "cancel/quit", "ctrl+c"),
 		ShellMode:  b("ctrl+t", "shell mode", "ctrl+t"),
 		ClearInput: b("esc", "clear", "esc"),
+		QuitEmpty:  b("ctrl+d", "quit (empty line)", "ctrl+d"),
+		Expand:     b("ctrl+o", "expand folded output", "ctrl+o"),
 
 		AllowOnce:    b("y", "allow once", "y", "1"),
 		AllowExact:   b("e", "allow exact call for session", "e", "2"),
 		AllowSession: b("s", "allow rule for session", "s", "3"),
+		AllowPlan:    b("p", "allow the rest of the plan", "p"),
 		Deny:         b("n/esc", "deny", "n", "4", "esc"),
 		DenyReason:   b("r/tab", "deny with reason", "r", "5", "tab"),
 		AllowAll:     b("A", "allow all pending", "A"),
@@ -74,14 +82,27 @@ func newKeyMap() keyMap {
 
 		Save:   b("ctrl+s", "save", "ctrl+s", "ctrl+d"),
 		Cancel: b("esc", "cancel", "esc"),
-		Delete: b("d/enter", "delete sandbox", "d", "enter"),
+		Delete: b("d", "delete sandbox", "d"),
 		Keep:   b("k", "keep sandbox", "k"),
+		Yes:    b("y", "yes", "y"),
+		No:     b("n/esc", "no", "n"),
 	}
 }
 
-// mainHelp is the help of the main view.
+// mainHelp is the help bar of the main view: ctrl+c first, so that a
+// narrow terminal never cuts it off.
 func (k keyMap) mainHelp() []key.Binding {
-	return []key.Binding{k.Submit, k.Complete, k.HistPrev, k.PageUp, k.CycleMode, k.ShellMode, k.Interrupt}
+	return []key.Binding{k.Interrupt, k.Submit, k.Complete, k.HistPrev, k.PageUp, k.CycleMode, k.ShellMode}
+}
+
+// mainKeys are all the keys of the main view, for /help: each once.
+func (k keyMap) mainKeys() []key.Binding {
+	return []key.Binding{k.Submit, k.Complete, k.HistPrev, k.PageUp, k.Bottom, k.Expand, k.CycleMode, k.ShellMode, k.ClearInput, k.Interrupt, k.QuitEmpty}
+}
+
+// dialogKeys are all the keys of the approval dialog, for /help.
+func (k keyMap) dialogKeys() []key.Binding {
+	return []key.Binding{k.AllowOnce, k.AllowExact, k.AllowSession, k.AllowPlan, k.Deny, k.DenyReason, k.AllowAll, k.DenyAll, k.Up, k.Choose, k.ScrollUp}
 }
 
 // dialogHelp is the help of the approval dialog.
@@ -97,7 +118,13 @@ func (k keyMap) dialogHelp(batch bool) []key.Binding {
 func (k keyMap) editorHelp() []key.Binding { return []key.Binding{k.Save, k.Cancel} }
 
 // quitHelp is the help of the quit prompt.
-func (k keyMap) quitHelp() []key.Binding { return []key.Binding{k.Delete, k.Keep, k.Cancel} }
+func (k keyMap) quitHelp() []key.Binding {
+	stay := key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc/ctrl+c", "stay"))
+	return []key.Binding{k.Delete, k.Keep, stay}
+}
+
+// confirmHelp is the help of a yes/no question.
+func (k keyMap) confirmHelp() []key.Binding { return []key.Binding{k.Yes, k.No} }
 
 // firstKey is the first help key of b, e.g. "y" of "y/1".
 func firstKey(b key.Binding) string {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -40,11 +41,26 @@ type opState struct {
 	cancel context.CancelFunc
 	// transfer is set for an upload or download once bytes flow.
 	transfer *transferState
+	// waited is the time its requests spent in the approval dialog,
+	// which its duration leaves out.
+	waited time.Duration
+	// overlapped is set when another operation ran at the same time: its
+	// output and its end then name it.
+	overlapped bool
+	// firstLine is the scrollback position (scrollback.abs) of its first
+	// output line, for folding long output.
+	firstLine int
+	// plan is set for /run; step is the plan's last "step N/M" line;
+	// allowRest is set once "allow the rest of this plan" was chosen.
+	plan      bool
+	step      string
+	allowRest bool
 }
 
 type transferState struct {
 	done, total int64
-	start       time.Time
+	first       int64     // bytes at the first sample
+	start       time.Time // when the first sample came
 	at          time.Time
 }
 
@@ -53,6 +69,11 @@ type editTarget struct {
 	path   string
 	edit   bool   // /edit: replace before with the result
 	before string // the file's content when the edit began
+	// existed is set for /write on a file that exists: an unchanged or
+	// empty result then asks before it is written.
+	existed bool
+	// run is set for a pasted multi-line script: saving runs it.
+	run bool
 }
 
 // model is the one root model.
@@ -93,6 +114,39 @@ type model struct {
 	// leaving is set by a ctrl+c while the session opens: the program
 	// ends once the open has been undone.
 	leaving bool
+	// lastKey is when the user last pressed a key (the type-ahead guard
+	// of a prompt that opens meanwhile says so).
+	lastKey time.Time
+	// quitGuard is the type-ahead guard of the quit prompt.
+	quitGuard guard
+	// confirm is the open yes/no question, if any.
+	confirm *confirmPrompt
+	// ruleFrom says where each session rule came from, for /rules.
+	ruleFrom map[string]string
+	// lastOutput is the operation whose output came last.
+	lastOutput int
+	// blurred is set while the terminal reports it has lost the focus: a
+	// request then rings the bell.
+	blurred bool
+}
+
+// bell rings the terminal's bell, so that a request waiting while the
+// user is in another window is noticed.
+func (m *model) bell() tea.Cmd {
+	out := m.o.Out
+	return func() tea.Msg {
+		fmt.Fprint(out, "\a")
+		return nil
+	}
+}
+
+// confirmPrompt asks before doing something that may lose data.
+type confirmPrompt struct {
+	question string
+	yes      string         // what y does, e.g. "write it anyway"
+	no       string         // what is said when the answer is no
+	run      func() tea.Cmd // what y does
+	guard    guard
 }
 
 func newModel(ctx context.Context, o Options) *model {
@@ -219,13 +273,43 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 		}
 		return tea.Batch(cmds...)
 	case approvalMsg:
-		m.dlg.add(pending{id: msg.id, req: msg.req, reply: msg.reply}, m.now())
+		p := pending{id: msg.id, req: msg.req, reply: msg.reply, hosts: msg.hosts, op: msg.op, added: m.now()}
+		if op, ok := m.ops[msg.op]; ok && op.plan {
+			if op.allowRest {
+				msg.reply <- approval.Decision{Allow: true, By: "user", Reason: "the rest of the plan was allowed"}
+				return nil
+			}
+			p.plan = op.title + " · " + op.step
+		}
+		m.dlg.add(p, m.now(), m.lastKey)
+		if m.blurred {
+			return tea.Batch(redrawAfterGuard(), m.bell())
+		}
+		return redrawAfterGuard()
+	case tea.FocusMsg:
+		m.blurred = false
+		return nil
+	case tea.BlurMsg:
+		m.blurred = true
+		return nil
+	case redrawMsg:
 		return nil
 	case approvalGoneMsg:
 		m.dlg.remove(msg.id, m.now())
 		return nil
 	case textMsg:
 		kind := map[stream]lineKind{streamInfo: kindInfo, streamStdout: kindStdout, streamStderr: kindStderr, streamSetup: kindSetup}[msg.stream]
+		if op, ok := m.ops[msg.op]; ok && op.overlapped && msg.op != m.lastOutput {
+			// Output of operations running at once interleaves: each
+			// block says whose it is.
+			m.sb.add(kindInfo, "── "+op.title)
+		}
+		m.lastOutput = msg.op
+		if op, ok := m.ops[msg.op]; ok && op.plan && msg.stream == streamInfo {
+			if i := strings.LastIndex(msg.data, "step "); i >= 0 {
+				op.step, _, _ = strings.Cut(msg.data[i:], "\n")
+			}
+		}
 		m.sb.write(msg.op, msg.stream, kind, msg.data)
 		return nil
 	case eventMsg:
@@ -234,7 +318,7 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 	case transferMsg:
 		if op, ok := m.ops[msg.op]; ok {
 			if op.transfer == nil {
-				op.transfer = &transferState{start: m.now()}
+				op.transfer = &transferState{start: m.now(), first: msg.done}
 			}
 			op.transfer.done, op.transfer.total, op.transfer.at = msg.done, msg.total, m.now()
 		}
@@ -247,9 +331,12 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 	case completionMsg:
 		m.completed(msg)
 		return nil
+	case savedRuleMsg:
+		m.savedRule(msg)
+		return nil
 	case loadedMsg:
 		if msg.err != nil {
-			m.sb.add(kindError, "edit: "+msg.err.Error())
+			m.sb.add(kindError, message(msg.err))
 			return nil
 		}
 		return m.openEditor(msg.target)
@@ -265,6 +352,9 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 		return cmd
 	case tea.KeyMsg:
 		return m.key(msg)
+	case tea.MouseMsg:
+		m.wheel(msg)
+		return nil
 	}
 	// Cursor blinks and the like go to the focused input.
 	var cmd tea.Cmd
@@ -303,9 +393,10 @@ func (m *model) event(ev engine.Event) {
 	case ev.Gate != nil && ev.Gate.Type == approval.EventDecision:
 		g := ev.Gate
 		d := g.Decision
-		// Decisions a person (now or by an earlier session rule) made, or
-		// that refused something; default allows would only be noise.
-		if d.By != "user" && d.By != "session" && d.Allow {
+		// Every decision but the built-in defaults (the user's own
+		// commands, reading and listing): a person's answer, and each
+		// automatic approval with the flag or rule that gave it.
+		if d.By == "default" && d.Allow {
 			return
 		}
 		if d.Reason == "not answered" {
@@ -319,8 +410,15 @@ func (m *model) event(ev engine.Event) {
 			if d.Rule != "" {
 				s += " (" + d.Rule + ")"
 			}
+			m.noteRules(g.Request, d)
 			if d.SessionRule != "" {
 				s += "; session rule added: " + strings.Join(append([]string{d.SessionRule}, d.SessionRules...), ", ")
+			}
+			if d.SessionExact {
+				s += "; allowed again for the session when identical"
+			}
+			if d.Reason != "" {
+				s += " (" + d.Reason + ")"
 			}
 			m.sb.add(kindOK, "✔ "+output.Escape(s))
 			return
@@ -357,7 +455,9 @@ func (m *model) opened(msg openedMsg) tea.Cmd {
 // key handles a key press according to what has the focus.
 func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 	k := m.keys
-	if key.Matches(msg, k.Interrupt) {
+	now := m.now()
+	defer func() { m.lastKey = now }()
+	if !isText(msg) && key.Matches(msg, k.Interrupt) {
 		return m.interrupt()
 	}
 	m.interrupted = false
@@ -365,23 +465,50 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 	case m.phase == phaseFailed:
 		return tea.Quit
 	case m.phase == phaseQuit:
+		if !m.quitGuard.pass(now) || isText(msg) {
+			m.quitGuard.until = now.Add(typeAheadGuard)
+			return redrawAfterGuard()
+		}
 		switch {
 		case key.Matches(msg, k.Keep):
 			return m.leave(true)
 		case key.Matches(msg, k.Delete):
 			return m.leave(false)
 		case key.Matches(msg, k.Cancel):
-			m.phase = phaseReady
+			m.stay()
+		}
+		return nil
+	case m.confirm != nil:
+		c := m.confirm
+		if !c.guard.pass(now) || isText(msg) {
+			c.guard.until = now.Add(typeAheadGuard)
+			return redrawAfterGuard()
+		}
+		switch {
+		case key.Matches(msg, k.Yes):
+			m.confirm = nil
+			return c.run()
+		case key.Matches(msg, k.No), key.Matches(msg, k.Cancel):
+			m.confirm = nil
+			m.sb.add(kindInfo, c.no)
 		}
 		return nil
 	case m.dlg.open():
-		act := m.dlg.handleKey(msg, m.now())
+		act := m.dlg.handleKey(msg, now)
 		for _, a := range act.answers {
 			a.p.reply <- a.dec // buffered: never blocks
+			if op, ok := m.ops[a.p.op]; ok {
+				op.waited += now.Sub(a.p.added)
+				op.allowRest = op.allowRest || a.rest
+			}
+		}
+		if act.dropped {
+			return redrawAfterGuard()
 		}
 		return nil
 	case m.editing != nil:
 		switch {
+		case isText(msg):
 		case key.Matches(msg, k.Save):
 			t := *m.editing
 			m.editing = nil
@@ -395,6 +522,15 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 		m.editor, cmd = m.editor.Update(msg)
 		return cmd
 	}
+	if msg.Paste && strings.ContainsAny(string(msg.Runes), "\r\n") {
+		return m.pasteLines(string(msg.Runes))
+	}
+	if isText(msg) {
+		// Text, even when it spells a key name: into the input line.
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(msg)
+		return cmd
+	}
 	switch {
 	case key.Matches(msg, k.Submit):
 		text := m.input.Value()
@@ -402,7 +538,12 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 		m.hist.push(strings.TrimSpace(text))
 		return m.submit(text)
 	case key.Matches(msg, k.Complete):
+		if m.completeCommand() {
+			return nil
+		}
 		return m.complete()
+	case key.Matches(msg, k.QuitEmpty) && m.input.Value() == "":
+		return m.quit()
 	case key.Matches(msg, k.HistPrev):
 		m.input.SetValue(m.hist.prev(m.input.Value()))
 		m.input.CursorEnd()
@@ -417,13 +558,17 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.PageDown):
 		m.sb.scroll(-max(1, m.scrollHeight()-1))
 		return nil
+	case key.Matches(msg, k.Expand):
+		if !m.sb.unfold() {
+			m.sb.add(kindInfo, "no folded output to expand")
+		}
+		return nil
 	case key.Matches(msg, k.Bottom) && m.input.Value() == "":
-		m.sb.offset = 0
+		m.sb.follow()
 		return nil
 	case key.Matches(msg, k.CycleMode):
 		next := map[approval.Mode]approval.Mode{approval.ModeAsk: approval.ModeSession, approval.ModeSession: approval.ModeAll, approval.ModeAll: approval.ModeAsk}
-		m.setMode(next[m.mode])
-		return nil
+		return m.askMode(next[m.mode])
 	case key.Matches(msg, k.ShellMode):
 		m.toggleShell()
 		return nil
@@ -448,7 +593,12 @@ func (m *model) interrupt() tea.Cmd {
 	case m.phase == phaseFailed:
 		return tea.Quit
 	case m.phase == phaseQuit:
-		return m.leave(false)
+		m.stay()
+		return nil
+	case m.confirm != nil:
+		m.sb.add(kindInfo, m.confirm.no)
+		m.confirm = nil
+		return nil
 	case len(m.ops) > 0 && !m.interrupted:
 		m.cancelOps()
 		m.interrupted = true
@@ -466,9 +616,50 @@ func (m *model) interrupt() tea.Cmd {
 func (m *model) quit() tea.Cmd {
 	if m.session != nil && m.session.Created() && !m.o.Keep {
 		m.phase = phaseQuit
-		return nil
+		m.quitGuard.arm(m.now(), m.lastKey)
+		return redrawAfterGuard()
 	}
 	return m.leave(m.o.Keep)
+}
+
+// wheelLines is how far one turn of the mouse wheel scrolls.
+const wheelLines = 3
+
+// wheel scrolls the approval dialog's request when it is open, else the
+// transcript.
+func (m *model) wheel(msg tea.MouseMsg) {
+	n := map[tea.MouseButton]int{tea.MouseButtonWheelUp: wheelLines, tea.MouseButtonWheelDown: -wheelLines}[msg.Button]
+	switch {
+	case n == 0 || msg.Action != tea.MouseActionPress:
+	case m.dlg.open():
+		m.dlg.scroll = max(0, m.dlg.scroll-n)
+	default:
+		m.sb.scroll(n)
+	}
+}
+
+// stay closes the quit prompt.
+func (m *model) stay() {
+	m.phase = phaseReady
+	m.sb.add(kindInfo, "staying; the sandbox is still here")
+}
+
+// pasteLines takes a bracketed paste of several lines: it never joins
+// them into one command, but opens them in the multi-line editor, to run
+// as one script once reviewed.
+func (m *model) pasteLines(text string) tea.Cmd {
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	m.sb.add(kindInfo, fmt.Sprintf("pasted %d lines: review them, then %s runs them as one script", strings.Count(strings.TrimRight(text, "\n"), "\n")+1, m.keys.Save.Help().Key))
+	return m.openBuiltinEditor(editTarget{run: true, before: m.input.Value() + text})
+}
+
+// redrawMsg only redraws the screen.
+type redrawMsg struct{}
+
+// redrawAfterGuard redraws once a prompt's type-ahead guard may have run
+// out, so its "you are typing" note goes.
+func redrawAfterGuard() tea.Cmd {
+	return tea.Tick(typeAheadGuard+50*time.Millisecond, func(time.Time) tea.Msg { return redrawMsg{} })
 }
 
 // leave ends the program; Run closes the session (deleting a created
@@ -488,17 +679,63 @@ func (m *model) cancelOps() {
 	}
 }
 
+// askMode switches to mode; mode all, which allows without asking, is
+// confirmed first.
+func (m *model) askMode(mode approval.Mode) tea.Cmd {
+	if mode != approval.ModeAll {
+		m.setMode(mode)
+		return nil
+	}
+	m.confirm = &confirmPrompt{
+		question: "Switch to mode all: allow everything no deny or ask rule matches, without asking?",
+		yes:      "switch to all",
+		no:       "the approval mode stays " + string(m.mode),
+		run:      func() tea.Cmd { m.setMode(approval.ModeAll); return nil },
+	}
+	m.confirm.guard.arm(m.now(), m.lastKey)
+	return redrawAfterGuard()
+}
+
+// completeCommand completes a slash command's name (/wr → /write); it
+// reports false when the input is no command name being typed.
+func (m *model) completeCommand() bool {
+	text := m.input.Value()
+	if !strings.HasPrefix(text, "/") || strings.Contains(text, " ") {
+		return false
+	}
+	names := commandsFor(text[1:])
+	switch {
+	case len(names) == 1:
+		m.input.SetValue("/" + names[0] + " ")
+		m.input.CursorEnd()
+	case len(names) > 1:
+		m.input.SetValue("/" + commonPrefix(names))
+		m.input.CursorEnd()
+		m.sb.add(kindInfo, "/"+strings.Join(names, "  /"))
+	}
+	return true
+}
+
 func (m *model) setMode(mode approval.Mode) {
 	m.mode = mode
+	yes := false
 	if m.session != nil {
 		m.session.Gate().SetMode(mode)
+		yes = m.session.Gate().Yes()
 	}
 	desc := map[approval.Mode]string{
-		approval.ModeAsk:     "ask: every request the policy asks about opens the dialog; session rules are not applied",
+		approval.ModeAsk:     "ask: every request opens the dialog, your own commands too (reading and listing aside); session rules are not applied",
 		approval.ModeSession: "session: rules you allowed for the session apply; anything else asks",
 		approval.ModeAll:     "all: everything no deny or ask rule matches is allowed without asking",
 	}
-	m.sb.add(kindInfo, "approval mode "+desc[mode])
+	s := "approval mode " + desc[mode]
+	switch {
+	case yes && mode == approval.ModeAll:
+		s += " (--yes is on again)"
+	case yes:
+		s += " (--yes is off until mode all)"
+	}
+	m.sb.add(kindInfo, s)
 }
 
 func (m *model) toggleShell() {
@@ -537,18 +774,35 @@ func (m *model) finish(msg opDoneMsg) {
 	for _, l := range r.lines {
 		m.sb.push(line{text: m.sb.mask(sanitize(l.text)), kind: l.kind})
 	}
-	took := m.now().Sub(op.start).Round(time.Millisecond)
+	if !op.overlapped {
+		m.sb.fold(op.firstLine)
+	}
+	var denied *approval.DeniedError
+	// The time it ran, without the time its requests waited for a person.
+	took := (m.now().Sub(op.start) - op.waited).Round(time.Millisecond)
+	name := ""
+	if op.overlapped {
+		name = " · " + op.title
+	}
 	switch {
 	case r.err != nil && (errorsIsCanceled(r.err)):
 		m.sb.add(kindError, fmt.Sprintf("cancelled: %s (after %s)", op.title, took))
+	case errors.As(r.err, &denied):
+		// The ✘ line of the decision said what and why: the end says
+		// only that it stopped, and how to allow it when a rule denied.
+		s := "stopped: " + op.title + " was denied"
+		if denied.Decision.By != "user" && denied.Hint != "" {
+			s += " (" + denied.Hint + ")"
+		}
+		m.sb.add(kindError, output.EscapeText(s))
 	case r.err != nil:
 		// An error may quote a request: escaped, not cut at a "\r".
-		m.sb.add(kindError, output.EscapeText(r.err.Error()))
+		m.sb.add(kindError, output.EscapeText(message(r.err))+name)
 	case r.code != nil && *r.code != 0:
-		m.sb.add(kindError, fmt.Sprintf("exit %d (%s)", *r.code, took))
+		m.sb.add(kindError, fmt.Sprintf("exit %d (%s)%s", *r.code, took, name))
 	case r.code != nil:
-		m.sb.add(kindOK, fmt.Sprintf("exit 0 (%s)", took))
+		m.sb.add(kindOK, fmt.Sprintf("exit 0 (%s)%s", took, name))
 	case r.summary != "":
-		m.sb.add(kindOK, r.summary)
+		m.sb.add(kindOK, r.summary+name)
 	}
 }

@@ -81,11 +81,16 @@ func TestDialogChoices(t *testing.T) {
 	}{
 		{"y allows once", execReq("go test ./..."), []tea.KeyMsg{runes("y")}, approval.Decision{Allow: true, By: "user"}},
 		{"1 allows once", execReq("go test ./..."), []tea.KeyMsg{runes("1")}, approval.Decision{Allow: true, By: "user"}},
-		{"enter picks the cursor (allow once)", execReq("ls -la"), []tea.KeyMsg{keyOf(tea.KeyEnter)}, approval.Decision{Allow: true, By: "user"}},
+		{"down enter picks the first choice (allow once)", execReq("ls -la"), []tea.KeyMsg{keyOf(tea.KeyDown), keyOf(tea.KeyEnter)}, approval.Decision{Allow: true, By: "user"}},
 		{"e allows the exact call for the session", execReq("go test ./..."), []tea.KeyMsg{runes("e")},
-			approval.Decision{Allow: true, By: "user", SessionRule: "exec:go test ./..."}},
-		{"down enter is the exact call", execReq("go test ./..."), []tea.KeyMsg{keyOf(tea.KeyDown), keyOf(tea.KeyEnter)},
-			approval.Decision{Allow: true, By: "user", SessionRule: "exec:go test ./..."}},
+			approval.Decision{Allow: true, By: "user", SessionExact: true}},
+		{"e allows the exact call of a command no rule can spell", execReq("echo $(whoami)"), []tea.KeyMsg{runes("e")},
+			approval.Decision{Allow: true, By: "user", SessionExact: true}},
+		{"down down enter is the exact call", execReq("go test ./..."), []tea.KeyMsg{keyOf(tea.KeyDown), keyOf(tea.KeyDown), keyOf(tea.KeyEnter)},
+			approval.Decision{Allow: true, By: "user", SessionExact: true}},
+		{"up enter from no cursor is the last choice (deny with a reason)", execReq("rm -rf /"),
+			append([]tea.KeyMsg{keyOf(tea.KeyUp), keyOf(tea.KeyEnter)}, append(runesOf("no"), keyOf(tea.KeyEnter))...),
+			approval.Decision{By: "user", Reason: "no"}},
 		{"s allows the prefix rule for the session", execReq("go test ./..."), []tea.KeyMsg{runes("s")},
 			approval.Decision{Allow: true, By: "user", SessionRule: "exec:go test *"}},
 		{"s on a chain adds a rule per segment", execReq("ls -l && wc -l x"), []tea.KeyMsg{runes("s")},
@@ -117,7 +122,7 @@ func TestDialogChoices(t *testing.T) {
 			if !ok {
 				t.Fatalf("no answer after %v", tt.keys)
 			}
-			if d.Allow != tt.want.Allow || d.By != tt.want.By || d.Reason != tt.want.Reason || d.SessionRule != tt.want.SessionRule || strings.Join(d.SessionRules, ",") != strings.Join(tt.want.SessionRules, ",") {
+			if d.Allow != tt.want.Allow || d.By != tt.want.By || d.Reason != tt.want.Reason || d.SessionRule != tt.want.SessionRule || strings.Join(d.SessionRules, ",") != strings.Join(tt.want.SessionRules, ",") || d.SessionExact != tt.want.SessionExact {
 				t.Fatalf("decision %+v, want %+v", d, tt.want)
 			}
 			if m.dlg.open() {
@@ -150,37 +155,119 @@ func TestDialogReasonEscGoesBack(t *testing.T) {
 	}
 }
 
+// TestDialogChoiceWithoutRule: a session choice no rule can spell is not
+// offered (item 8); its key says why in plain words instead of doing
+// nothing silently.
 func TestDialogChoiceWithoutRule(t *testing.T) {
 	c := newClock()
 	m := testModel(t, c)
 	ch := ask(m, 1, execReq("echo $(whoami)"))
 	c.advance(typeAheadGuard)
-	sendAll(m, runes("s"), runes("e"))
-	if _, ok := answered(ch); ok {
-		t.Fatal("a command with a substitution has no session rule; s and e must do nothing")
+	if v := m.View(); strings.Contains(v, "[s]") || strings.Contains(v, "none fits") {
+		t.Fatalf("the unavailable session choice should be hidden:\n%s", v)
 	}
-	if v := m.View(); !strings.Contains(v, "none fits this call") || !strings.Contains(v, "only the bare exec rule") {
-		t.Fatalf("the dialog should say why:\n%s", v)
+	m.Update(runes("s"))
+	if _, ok := answered(ch); ok {
+		t.Fatal("a command with a substitution has no session rule; s must not answer")
+	}
+	if v := m.View(); !strings.Contains(v, "no rule for the session fits this call") || !strings.Contains(v, "command substitution") {
+		t.Fatalf("the dialog should say why s did nothing:\n%s", v)
 	}
 }
 
+// TestTypeAheadGuard: keys typed at a person's pace (one every 120 ms)
+// never answer the dialog, however long the typing goes on (item 1); once
+// the keyboard has been quiet for the guard, a key answers.
 func TestTypeAheadGuard(t *testing.T) {
+	for _, text := range []string{"hello you there", "yyyyyyyyyyyy", "brown fox", "/quit"} {
+		t.Run(text, func(t *testing.T) {
+			c := newClock()
+			m := testModel(t, c)
+			typeText(m, "ab") // typing when the dialog opens
+			ch := ask(m, 1, execReq("touch /workspace/DANGER"))
+			if !strings.Contains(m.View(), typingNote) {
+				t.Fatalf("a dialog that opens while the user types should say it waits:\n%s", m.View())
+			}
+			for _, r := range text {
+				c.advance(120 * time.Millisecond)
+				m.Update(runes(string(r)))
+			}
+			c.advance(120 * time.Millisecond)
+			m.Update(keyOf(tea.KeyEnter))
+			if d, ok := answered(ch); ok {
+				t.Fatalf("typing %q answered the dialog: %+v", text, d)
+			}
+			c.advance(typeAheadGuard)
+			m.Update(runes("n"))
+			if d, ok := answered(ch); !ok || d.Allow {
+				t.Fatalf("a key after a pause should answer: %+v %v", d, ok)
+			}
+		})
+	}
+}
+
+// TestEnterNeverAllowsByDefault: the cursor starts on no choice, so enter
+// alone answers nothing (item 1).
+func TestEnterNeverAllowsByDefault(t *testing.T) {
 	c := newClock()
 	m := testModel(t, c)
 	ch := ask(m, 1, execReq("echo one"))
-	// Keys typed just as the dialog opens are dropped, not queued.
-	start := c.t
-	for _, at := range []time.Duration{0, 100 * time.Millisecond, 299 * time.Millisecond} {
-		c.t = start.Add(at)
-		m.Update(runes("y"))
-		if _, ok := answered(ch); ok {
-			t.Fatalf("a key %v after the dialog opened answered it", at)
-		}
+	c.advance(time.Second)
+	m.Update(keyOf(tea.KeyEnter))
+	if d, ok := answered(ch); ok {
+		t.Fatalf("enter answered a fresh dialog: %+v", d)
 	}
-	c.t = start.Add(typeAheadGuard)
-	m.Update(runes("y"))
-	if d, ok := answered(ch); !ok || !d.Allow {
-		t.Fatal("a key after the guard did not answer")
+	if v := m.View(); strings.Contains(v, "> [y]") || !strings.Contains(v, "move with ↑/↓ first") {
+		t.Fatalf("no choice should be highlighted, and enter should say why it did nothing:\n%s", v)
+	}
+}
+
+// TestMultiRuneKeysAreText: input read as one burst of runes is text even
+// when it spells a key name (item 7): "enter" does not submit, "esc" does
+// not deny, "y" inside a word does not allow.
+func TestMultiRuneKeysAreText(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	m.Update(runes("echo enter"))
+	m.Update(runes("enter"))
+	if v := m.input.Value(); v != "echo enterenter" {
+		t.Fatalf("the input holds %q; the word enter acted as a key", v)
+	}
+	ch := ask(m, 1, execReq("rm -rf /"))
+	c.advance(time.Second)
+	for _, s := range []string{"esc", "yes", "enter", "ny"} {
+		m.Update(runes(s))
+	}
+	if d, ok := answered(ch); ok {
+		t.Fatalf("a burst of text answered the dialog: %+v", d)
+	}
+	m.dlg.queue = nil
+	m.openBuiltinEditor(editTarget{path: "/workspace/x"})
+	m.Update(runes("ctrl+s"))
+	m.Update(runes("esc"))
+	if m.editing == nil || m.editor.Value() != "ctrl+sesc" {
+		t.Fatalf("words in the editor acted as keys: editing %v, %q", m.editing != nil, m.editor.Value())
+	}
+}
+
+// TestPasteKeepsNewlines: a bracketed paste of several lines is not joined
+// into one command: it opens in the editor, and saving runs it as one
+// script with its newlines (item 7).
+func TestPasteKeepsNewlines(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("echo one\nrm -rf /tmp/x"), Paste: true})
+	if m.editing == nil || !m.editing.run {
+		t.Fatal("a multi-line paste should open the editor to review it")
+	}
+	if got := m.editor.Value(); got != "echo one\nrm -rf /tmp/x" {
+		t.Fatalf("the editor holds %q", got)
+	}
+	if !hasLine(m, "pasted 2 lines") {
+		t.Fatal("the paste should be announced")
+	}
+	if m.input.Value() != "" {
+		t.Fatalf("the paste leaked into the input line: %q", m.input.Value())
 	}
 }
 
@@ -218,7 +305,7 @@ func TestDialogBatch(t *testing.T) {
 			for i, cmd := range []string{"echo a", "echo b", "echo c"} {
 				chs = append(chs, ask(m, i+1, execReq(cmd)))
 			}
-			if v := m.View(); !strings.Contains(v, "approval 1 of 3") || !strings.Contains(v, "all 3 pending") {
+			if v := m.View(); !strings.Contains(v, "1 of 3") || !strings.Contains(v, "all 3 pending") {
 				t.Fatalf("the dialog should count the pending requests and offer the batch:\n%s", v)
 			}
 			c.advance(typeAheadGuard)
@@ -236,14 +323,16 @@ func TestDialogBatch(t *testing.T) {
 	}
 }
 
-func TestDialogBatchKeysNeedSeveral(t *testing.T) {
+// TestDialogBatchKeysWithOne: A and D work with a single request too
+// (item 19).
+func TestDialogBatchKeysWithOne(t *testing.T) {
 	c := newClock()
 	m := testModel(t, c)
 	ch := ask(m, 1, execReq("echo a"))
 	c.advance(typeAheadGuard)
 	m.Update(runes("A"))
-	if _, ok := answered(ch); ok {
-		t.Fatal("A with one pending request must not answer")
+	if d, ok := answered(ch); !ok || !d.Allow {
+		t.Fatalf("A with one pending request allows it: %+v %v", d, ok)
 	}
 }
 
@@ -275,18 +364,34 @@ func TestDialogOneByOneThenWithdrawn(t *testing.T) {
 	}
 }
 
+// TestModeCycleShownInStatus: shift+tab cycles ask → session → all, and
+// all is confirmed first (item 18).
 func TestModeCycleShownInStatus(t *testing.T) {
 	c := newClock()
 	m := testModel(t, c)
+	m.Update(keyOf(tea.KeyShiftTab))
+	if m.mode != approval.ModeSession || m.confirm == nil || !strings.Contains(m.View(), "Switch to mode all") {
+		t.Fatalf("session → all must be confirmed first (mode %s):\n%s", m.mode, m.View())
+	}
+	c.advance(typeAheadGuard)
+	m.Update(runes("y"))
 	want := []approval.Mode{approval.ModeAll, approval.ModeAsk, approval.ModeSession}
-	for _, w := range want {
-		m.Update(keyOf(tea.KeyShiftTab))
+	for i, w := range want {
+		if i > 0 {
+			m.Update(keyOf(tea.KeyShiftTab))
+		}
 		if m.mode != w {
 			t.Fatalf("mode %s, want %s", m.mode, w)
 		}
 		if status := strings.Split(m.View(), "\n")[0]; !strings.Contains(status, "mode "+string(w)) {
 			t.Fatalf("status line %q does not show mode %s", status, w)
 		}
+	}
+	typeText(m, "/mode all")
+	m.Update(keyOf(tea.KeyEnter))
+	m.Update(keyOf(tea.KeyCtrlC))
+	if m.mode != approval.ModeSession || !hasLine(m, "the approval mode stays session") {
+		t.Fatalf("ctrl+c at the confirmation should keep the mode: %s", m.mode)
 	}
 	typeText(m, "/mode ask")
 	m.Update(keyOf(tea.KeyEnter))
@@ -295,16 +400,138 @@ func TestModeCycleShownInStatus(t *testing.T) {
 	}
 }
 
+// TestSlashCommandCompletion: tab completes a command's name, a unique
+// prefix runs its command, and an ambiguous one says which (item 16).
+func TestSlashCommandCompletion(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	typeText(m, "/wr")
+	if v := m.View(); !strings.Contains(v, "/write PATH [TEXT] — write TEXT") {
+		t.Fatalf("the menu should show the command being typed:\n%s", v)
+	}
+	m.Update(keyOf(tea.KeyTab))
+	if v := m.input.Value(); v != "/write " {
+		t.Fatalf("tab after /wr: %q", v)
+	}
+	m.input.SetValue("/g")
+	m.Update(keyOf(tea.KeyTab))
+	if !hasLine(m, "/glob  /grep") {
+		t.Fatal("an ambiguous prefix should list its commands")
+	}
+	for in, want := range map[string]string{"/wr x y": "write", "/he": "help", "/mo ask": "mode"} {
+		cmd, err := parseInput(in, false)
+		if err != nil || cmd.name != want {
+			t.Errorf("parseInput(%q) = %q, %v; want %s", in, cmd.name, err, want)
+		}
+	}
+	if _, err := parseInput("/g", false); err == nil || !strings.Contains(err.Error(), "could be") {
+		t.Errorf("an ambiguous prefix: %v", err)
+	}
+}
+
+// TestHelpBarKeepsCtrlC: however narrow, the help bar shows ctrl+c; /help
+// lists each key once, main keys apart from dialog keys (item 16).
+func TestHelpBarKeepsCtrlC(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	for _, w := range []int{20, 40, 80} {
+		m.Update(tea.WindowSizeMsg{Width: w, Height: 12})
+		rows := strings.Split(m.View(), "\n")
+		if bar := rows[len(rows)-1]; !strings.Contains(bar, "ctrl+c") {
+			t.Errorf("at width %d the help bar %q drops ctrl+c", w, bar)
+		}
+	}
+	m.showHelp()
+	seen := map[string]int{}
+	for _, l := range m.sb.lines {
+		if l.text == "in the approval dialog:" {
+			seen = map[string]int{} // a section of its own
+		}
+		if f := strings.Fields(l.text); len(f) > 1 && l.kind == kindStdout && !strings.HasPrefix(f[0], "/") && !strings.HasPrefix(f[0], "!") {
+			if seen[f[0]]++; seen[f[0]] > 1 {
+				t.Errorf("/help lists %q twice in one section", f[0])
+			}
+		}
+	}
+	if !hasLine(m, "in the approval dialog:") || !hasLine(m, "ctrl+d") {
+		t.Error("/help should list the dialog's keys apart, and ctrl+d")
+	}
+}
+
+// TestCtrlDQuitsOnEmptyLine (item 20).
+func TestCtrlDQuitsOnEmptyLine(t *testing.T) {
+	c := newClock()
+	m := testModel(t, c)
+	typeText(m, "x")
+	if _, cmd := m.Update(keyOf(tea.KeyCtrlD)); isQuit(cmd) {
+		t.Fatal("ctrl+d with text in the input quit")
+	}
+	m.input.Reset()
+	if _, cmd := m.Update(keyOf(tea.KeyCtrlD)); !isQuit(cmd) {
+		t.Fatal("ctrl+d on an empty line should quit")
+	}
+}
+
+// TestBellWhenBlurred: a request that arrives while the terminal has lost
+// the focus rings the bell; with the focus, it does not (item 20).
+func TestBellWhenBlurred(t *testing.T) {
+	for _, blurred := range []bool{false, true} {
+		out := make(chanWriter, 8)
+		c := newClock()
+		m := newModel(ctxBG(), Options{Now: c.now, Out: out, Provider: "local", Bridge: NewBridge(io.Discard)})
+		m.phase = phaseReady
+		if blurred {
+			m.Update(tea.BlurMsg{})
+		}
+		_, cmd := m.Update(approvalMsg{id: 1, req: execReq("echo"), reply: make(chan approval.Decision, 1)})
+		msg := cmd()
+		if batch, ok := msg.(tea.BatchMsg); ok {
+			for _, c := range batch {
+				if c != nil {
+					c()
+				}
+			}
+		}
+		rang := false
+		select {
+		case s := <-out:
+			rang = s == "\a"
+		default:
+		}
+		if rang != blurred {
+			t.Errorf("blurred %v: bell rang %v", blurred, rang)
+		}
+	}
+}
+
+// chanWriter sends what is written to a channel.
+type chanWriter chan string
+
+func (w chanWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+// TestInteractiveCommandNote: a command that wants a terminal gets a note
+// saying stdin is closed and pointing to sandbox shell (item 14).
+func TestInteractiveCommandNote(t *testing.T) {
+	for in, want := range map[string]string{"python3": "python3", "top -b": "top", "vim x": "vim", "python3 x.py": "", "cat file": "", "ls": ""} {
+		if got := interactiveProgram(in); got != want {
+			t.Errorf("interactiveProgram(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestHistory(t *testing.T) {
 	c := newClock()
 	m := testModel(t, c)
-	for _, s := range []string{"/mode ask", "/mode all"} {
+	for _, s := range []string{"/mode ask", "/mode session"} {
 		typeText(m, s)
 		m.Update(keyOf(tea.KeyEnter))
 	}
 	typeText(m, "draft")
 	m.Update(keyOf(tea.KeyUp))
-	if v := m.input.Value(); v != "/mode all" {
+	if v := m.input.Value(); v != "/mode session" {
 		t.Fatalf("up: %q", v)
 	}
 	m.Update(keyOf(tea.KeyUp))

@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textarea"
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -34,6 +36,23 @@ type opResult struct {
 }
 
 func errorsIsCanceled(err error) bool { return errors.Is(err, context.Canceled) }
+
+// sentinels are the providers' error kinds, whose text a message need not
+// repeat after it has said it in words.
+var sentinels = []error{providers.ErrNotFound, providers.ErrUnsupported, providers.ErrInvalid, providers.ErrExists}
+
+// message is err as one sentence for a person: without a trailing Go
+// sentinel (": invalid argument", ": already exists") and with
+// "cancelled" for "context canceled".
+func message(err error) string {
+	msg := err.Error()
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			msg = strings.TrimSuffix(msg, ": "+s.Error())
+		}
+	}
+	return strings.ReplaceAll(msg, context.Canceled.Error(), "cancelled")
+}
 
 // submit runs an input line.
 func (m *model) submit(text string) tea.Cmd {
@@ -67,8 +86,7 @@ func (m *model) submit(text string) tea.Cmd {
 			m.sb.add(kindError, err.Error())
 			return nil
 		}
-		m.setMode(mode)
-		return nil
+		return m.askMode(mode)
 	}
 	if m.session == nil {
 		m.sb.add(kindError, "the sandbox is not open yet")
@@ -76,8 +94,13 @@ func (m *model) submit(text string) tea.Cmd {
 	}
 	s := m.session
 	switch c.name {
+	case "rules":
+		return m.rulesCmd(c)
 	case "exec":
 		sh := c.args[0]
+		if prog := interactiveProgram(sh); prog != "" {
+			m.sb.add(kindInfo, fmt.Sprintf("note: %s wants a terminal, but commands here have none and their stdin is closed, so it exits at once or waits until ctrl+c; give it a script or arguments, or use `sandbox shell --sandbox-id %s`", prog, m.info.ID))
+		}
 		return m.start("$ "+sh, func(ctx context.Context, id int) opResult {
 			res, err := s.Exec(ctx, providers.ExecRequest{
 				Shell:   sh,
@@ -92,12 +115,20 @@ func (m *model) submit(text string) tea.Cmd {
 			return opResult{code: &code}
 		})
 	case "read":
-		if err := c.checkArgs(1, 1); err != nil {
+		if err := c.checkArgs(1, 2); err != nil {
 			break
 		}
-		p := c.args[0]
+		p, from := c.args[0], 1
+		if len(c.args) == 2 {
+			n, err := strconv.Atoi(c.args[1])
+			if err != nil || n < 1 {
+				m.sb.add(kindError, "usage: "+usageOf("read")+" (LINE is a line number, from 1)")
+				return nil
+			}
+			from = n
+		}
 		return m.start("read "+p, func(ctx context.Context, id int) opResult {
-			return opResult{err: s.Read(ctx, p, m.bridge.writer(id, streamStdout))}
+			return m.readPage(ctx, s, id, p, from)
 		})
 	case "write":
 		if err := c.checkArgs(1, 1); err != nil {
@@ -107,15 +138,28 @@ func (m *model) submit(text string) tea.Cmd {
 		if c.rest != "" {
 			return m.writeCmd(t, c.rest+"\n")
 		}
-		return m.openEditor(t)
+		// The editor opens on what the file holds now.
+		return func() tea.Msg {
+			before, err := loadFile(m.ctx, s, t.path, "write it with /upload")
+			switch {
+			case errors.Is(err, providers.ErrNotFound):
+				return loadedMsg{target: t}
+			case err != nil:
+				err = fmt.Errorf("write %s: %w", t.path, err)
+			}
+			t.before, t.existed = before, true
+			return loadedMsg{target: t, err: err}
+		}
 	case "edit":
 		switch len(c.args) {
 		case 1:
 			p := c.args[0]
 			return func() tea.Msg {
-				var b strings.Builder
-				err := s.Read(m.ctx, p, &b)
-				return loadedMsg{target: editTarget{path: p, edit: true, before: b.String()}, err: err}
+				before, err := loadFile(m.ctx, s, p, "edit it with /edit PATH OLD NEW")
+				if err != nil {
+					err = fmt.Errorf("edit %s: %w", p, err)
+				}
+				return loadedMsg{target: editTarget{path: p, edit: true, before: before}, err: err}
 			}
 		case 3:
 			p, old, nw := c.args[0], c.args[1], c.args[2]
@@ -212,7 +256,7 @@ func (m *model) submit(text string) tea.Cmd {
 			break
 		}
 		file := c.args[0]
-		return m.start("run "+file, func(ctx context.Context, id int) opResult {
+		cmd := m.start("run "+file, func(ctx context.Context, id int) opResult {
 			data, err := os.ReadFile(file)
 			if err != nil {
 				return opResult{err: err}
@@ -232,9 +276,34 @@ func (m *model) submit(text string) tea.Cmd {
 			}
 			return opResult{summary: fmt.Sprintf("plan %s: %d step(s) done", file, len(plan.Steps))}
 		})
+		m.ops[m.nextOp].plan = true
+		return cmd
 	}
 	m.sb.add(kindError, "usage: "+usageOf(c.name))
 	return nil
+}
+
+// interactivePrograms are programs that, without arguments (or always,
+// for the full-screen ones), want a terminal and a person typing.
+var interactivePrograms = map[string]bool{
+	"python": false, "python3": false, "node": false, "irb": false, "bash": false, "sh": false, "zsh": false,
+	"psql": false, "mysql": false, "sqlite3": false, "cat": false, "ssh": false,
+	"top": true, "htop": true, "vi": true, "vim": true, "nano": true, "less": true, "more": true, "man": true,
+}
+
+// interactiveProgram returns the program of a command line that needs a
+// terminal, or "".
+func interactiveProgram(sh string) string {
+	f := strings.Fields(sh)
+	if len(f) == 0 {
+		return ""
+	}
+	prog := path.Base(f[0])
+	always, ok := interactivePrograms[prog]
+	if ok && (always || len(f) == 1) {
+		return prog
+	}
+	return ""
 }
 
 func withoutForce(args []string) ([]string, bool) {
@@ -247,11 +316,16 @@ func withoutForce(args []string) ([]string, bool) {
 func (m *model) start(title string, fn func(ctx context.Context, id int) opResult) tea.Cmd {
 	m.nextOp++
 	id := m.nextOp
-	ctx, cancel := engine.WithCallTimeout(m.ctx, m.o.Timeout, fmt.Sprintf("--timeout %s", m.o.Timeout))
-	m.ops[id] = &opState{id: id, title: title, start: m.now(), cancel: cancel}
+	ctx, cancel := engine.WithCallTimeout(withOp(m.ctx, id), m.o.Timeout, fmt.Sprintf("--timeout %s", m.o.Timeout))
+	op := &opState{id: id, title: title, start: m.now(), cancel: cancel}
+	for _, other := range m.ops {
+		other.overlapped, op.overlapped = true, true
+	}
+	m.ops[id] = op
 	m.order = append(m.order, id)
-	m.sb.offset = 0
+	m.sb.follow()
 	m.sb.add(kindOp, "› "+title)
+	op.firstLine = m.sb.abs()
 	b := m.bridge
 	return tea.Batch(m.spin.Tick, func() tea.Msg {
 		r := fn(ctx, id)
@@ -266,6 +340,9 @@ func (m *model) start(title string, fn func(ctx context.Context, id int) opResul
 
 func (m *model) writeCmd(t editTarget, content string) tea.Cmd {
 	s := m.session
+	if t.run {
+		return m.submit("!" + content)
+	}
 	if t.edit {
 		if content == t.before {
 			m.sb.add(kindInfo, "no change to "+t.path)
@@ -291,10 +368,7 @@ func (m *model) writeCmd(t editTarget, content string) tea.Cmd {
 // in the built-in multi-line input.
 func (m *model) openEditor(t editTarget) tea.Cmd {
 	if m.o.Editor == "" {
-		m.editing = &t
-		m.editor.SetValue(t.before)
-		m.editor.Focus()
-		return textarea.Blink
+		return m.openBuiltinEditor(t)
 	}
 	// The temporary file is written in a command; the editor runs when
 	// it is ready (editorReadyMsg), with the terminal handed over.
@@ -313,6 +387,15 @@ func (m *model) openEditor(t editTarget) tea.Cmd {
 		}
 		return editorReadyMsg{target: t, file: f.Name()}
 	}
+}
+
+// openBuiltinEditor edits t in the built-in multi-line input.
+func (m *model) openBuiltinEditor(t editTarget) tea.Cmd {
+	m.editing = &t
+	m.input.Reset()
+	m.editor.SetValue(t.before)
+	m.editor.Focus()
+	return textarea.Blink
 }
 
 // editorReadyMsg says the temporary file for $EDITOR is written.
@@ -340,14 +423,35 @@ func (m *model) editorDoneCmd(t editTarget, content string) tea.Cmd {
 
 func (m *model) editorDone(msg editorDoneMsg) tea.Cmd {
 	if msg.err != nil {
-		m.sb.add(kindError, msg.err.Error())
+		m.sb.add(kindError, message(msg.err))
 		return nil
 	}
-	content := msg.content
-	if !msg.target.edit && content != "" && !strings.HasSuffix(content, "\n") {
+	t, content := msg.target, msg.content
+	if t.run {
+		if strings.TrimSpace(content) == "" {
+			m.sb.add(kindInfo, "nothing to run")
+			return nil
+		}
+		return m.writeCmd(t, content)
+	}
+	if !t.edit && content != "" && !strings.HasSuffix(content, "\n") {
 		content += "\n"
 	}
-	return m.writeCmd(msg.target, content)
+	if t.existed {
+		var q string
+		switch {
+		case strings.TrimSpace(content) == "":
+			q = fmt.Sprintf("The new content of %s is empty: write the empty file over its %s?", t.path, output.Bytes(int64(len(t.before))))
+		case content == t.before:
+			q = fmt.Sprintf("%s is unchanged: write it anyway?", t.path)
+		}
+		if q != "" {
+			m.confirm = &confirmPrompt{question: q, yes: "write it", no: "nothing written", run: func() tea.Cmd { return m.writeCmd(t, content) }}
+			m.confirm.guard.arm(m.now(), m.lastKey)
+			return redrawAfterGuard()
+		}
+	}
+	return m.writeCmd(t, content)
 }
 
 // complete asks the sandbox for the entries that complete the path at the
@@ -452,11 +556,15 @@ func (m *model) showHelp() {
 	for _, c := range commands {
 		m.sb.add(kindStdout, fmt.Sprintf("  %-28s %s", c.usage, c.help))
 	}
-	m.sb.add(kindInfo, "keys:")
-	k := m.keys
-	for _, b := range append(append(k.mainHelp(), k.PageDown, k.Bottom, k.ClearInput), k.dialogHelp(true)...) {
-		h := b.Help()
-		m.sb.add(kindStdout, fmt.Sprintf("  %-28s %s", h.Key, h.Desc))
+	for _, sec := range []struct {
+		title string
+		keys  []key.Binding
+	}{{"keys:", m.keys.mainKeys()}, {"in the approval dialog:", m.keys.dialogKeys()}} {
+		m.sb.add(kindInfo, sec.title)
+		for _, b := range sec.keys {
+			h := b.Help()
+			m.sb.add(kindStdout, fmt.Sprintf("  %-28s %s", h.Key, h.Desc))
+		}
 	}
-	m.sb.add(kindInfo, "in the approval dialog, keys typed in the first 300ms are ignored.")
+	m.sb.add(kindInfo, fmt.Sprintf("a prompt answers only once the keyboard has been quiet for %s, so typing cannot answer it; enter answers only a highlighted choice.", typeAheadGuard))
 }

@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -39,6 +41,8 @@ const (
 type line struct {
 	text string
 	kind lineKind
+	// folded are the lines a fold marker stands for (ctrl+o shows them).
+	folded []line
 }
 
 // streamKey names an open (unterminated) line.
@@ -57,7 +61,77 @@ type scrollback struct {
 	// offset is how many lines from the bottom the view is scrolled; 0
 	// follows new output.
 	offset int
-	mask   func(string) string
+	// unseen counts the lines added while the view was scrolled back.
+	unseen int
+	// dropped counts the lines dropped from the top, so that a position
+	// taken earlier (abs) stays valid.
+	dropped int
+	mask    func(string) string
+}
+
+// Folding of long output.
+const (
+	// foldOver is how many lines an operation's output must exceed to
+	// fold when it ends; foldKeep is how many of its last lines stay.
+	foldOver = 1000
+	foldKeep = 200
+)
+
+// abs is the position of the next line, counting dropped lines.
+func (sb *scrollback) abs() int { return sb.dropped + len(sb.lines) }
+
+// fold replaces the lines from position from (an abs) up to the last
+// foldKeep with one marker line, when there are more than foldOver.
+func (sb *scrollback) fold(from int) {
+	first := from - sb.dropped
+	end := len(sb.lines) - foldKeep
+	if first < 0 || len(sb.lines)-first <= foldOver {
+		return
+	}
+	hidden := slices.Clone(sb.lines[first:end])
+	marker := line{text: fmt.Sprintf("… %s more lines, ctrl+o to expand", groupDigits(len(hidden))), kind: kindInfo, folded: hidden}
+	sb.lines = slices.Replace(sb.lines, first, end, marker)
+	sb.shiftOpen(first, 1-len(hidden))
+	sb.offset = max(0, min(sb.offset, len(sb.lines)-1))
+}
+
+// unfold shows the lines of the last fold again; it reports false when
+// there is none.
+func (sb *scrollback) unfold() bool {
+	for i := len(sb.lines) - 1; i >= 0; i-- {
+		if f := sb.lines[i].folded; f != nil {
+			sb.lines = slices.Replace(sb.lines, i, i+1, f...)
+			sb.shiftOpen(i, len(f)-1)
+			return true
+		}
+	}
+	return false
+}
+
+// shiftOpen moves the open lines after index at by n.
+func (sb *scrollback) shiftOpen(at, n int) {
+	for k, i := range sb.open {
+		if i > at {
+			sb.open[k] = i + n
+		}
+	}
+}
+
+// plural is "1 line" or "2 lines".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// groupDigits writes n with thousands separators: 99,800.
+func groupDigits(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func newScrollback(mask func(string) string) *scrollback {
@@ -78,6 +152,7 @@ func (sb *scrollback) push(l line) {
 	if len(sb.lines) >= maxLines {
 		drop := maxLines / 10
 		sb.lines = append(sb.lines[:0], sb.lines[drop:]...)
+		sb.dropped += drop
 		for k, i := range sb.open {
 			if i < drop {
 				delete(sb.open, k)
@@ -89,6 +164,7 @@ func (sb *scrollback) push(l line) {
 	sb.lines = append(sb.lines, l)
 	if sb.offset > 0 {
 		sb.offset++ // keep the view where the reader left it
+		sb.unseen++
 	}
 }
 
@@ -120,9 +196,15 @@ func (sb *scrollback) write(op int, s stream, kind lineKind, data string) {
 // closeStream ends a stream's open line.
 func (sb *scrollback) closeStream(op int, s stream) { delete(sb.open, streamKey{op, s}) }
 
+// follow shows the newest lines again.
+func (sb *scrollback) follow() { sb.offset, sb.unseen = 0, 0 }
+
 // scroll moves the view by n lines (positive: back in time).
 func (sb *scrollback) scroll(n int) {
 	sb.offset = max(0, min(sb.offset+n, len(sb.lines)-1))
+	if sb.offset == 0 {
+		sb.unseen = 0
+	}
 }
 
 // render returns exactly height rows of at most width cells: the lines
@@ -148,6 +230,14 @@ func (sb *scrollback) render(width, height int, st *Styles) []string {
 	}
 	for i := len(rev) - 1; i >= 0; i-- {
 		rows = append(rows, rev[i])
+	}
+	if sb.offset > 0 {
+		// Scrolled back: the last row says what is below.
+		note := "── scrolled: " + plural(sb.offset, "line") + " below"
+		if sb.unseen > 0 {
+			note = "── scrolled: " + plural(sb.unseen, "new line") + " below"
+		}
+		rows[len(rows)-1] = st.Warn.Render(ansi.Truncate(note+" (end follows) ──", width, "…"))
 	}
 	return rows
 }
@@ -185,7 +275,8 @@ func wrap(s string, width int) []string {
 	if ansi.StringWidth(s) <= width {
 		return []string{s}
 	}
-	return strings.Split(ansi.Hardwrap(s, width, true), "\n")
+	// At spaces where it can: a word is cut only when longer than a row.
+	return strings.Split(ansi.Wrap(s, width, ""), "\n")
 }
 
 func isASCII(s string) bool {

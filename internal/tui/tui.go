@@ -13,6 +13,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -49,6 +50,9 @@ type Options struct {
 	Mask func(string) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// HistoryFile keeps the input history from one run to the next;
+	// empty means none.
+	HistoryFile string
 }
 
 // Result says how the TUI left the sandbox.
@@ -69,13 +73,17 @@ type Result struct {
 // program's own.
 func Run(ctx context.Context, o Options) (Result, error) {
 	m := newModel(ctx, o)
+	m.hist.load(o.HistoryFile)
 	// Signals are the root context's business (SIGINT/SIGTERM cancel ctx,
 	// which ends the program): Bubble Tea's own handler would race with it
 	// and can block its shutdown.
 	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(o.In), tea.WithOutput(o.Out),
-		tea.WithAltScreen(), tea.WithoutSignalHandler())
+		tea.WithAltScreen(), tea.WithoutSignalHandler(), tea.WithReportFocus(), tea.WithMouseCellMotion())
 	_, perr := p.Run()
 	o.Bridge.Detach()
+	if err := m.hist.save(o.HistoryFile); err != nil {
+		fmt.Fprintf(o.Out, "sandbox: warning: the input history was not saved: %s\n", err)
+	}
 	m.cancelOps()
 	if errors.Is(perr, tea.ErrProgramKilled) {
 		perr = nil // ctx ended: the interrupt is reported by the caller

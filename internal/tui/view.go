@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/internal/output"
 )
 
@@ -24,6 +25,17 @@ func (m *model) View() string {
 	if m.width < minWidth || m.height < minHeight {
 		return ansi.Truncate(fmt.Sprintf("terminal too small (%dx%d); need %dx%d", m.width, m.height, minWidth, minHeight), max(m.width, 1), "")
 	}
+	if m.dlg.open() && m.phase != phaseQuit && m.confirm == nil && m.height < fullScreenBelow {
+		// A small terminal gives the whole screen to the request.
+		rows := strings.Split(m.dlg.render(m.width, m.height-1, &m.st, m.now()), "\n")
+		for i, r := range rows {
+			rows[i] = ansi.Truncate(r, m.width, "")
+		}
+		for len(rows) < m.height-1 {
+			rows = append(rows, "")
+		}
+		return strings.Join(append(rows, m.helpBar()), "\n")
+	}
 	bottom, mid, _ := m.layout()
 	rows := make([]string, 0, m.height)
 	rows = append(rows, m.statusLine())
@@ -33,6 +45,10 @@ func (m *model) View() string {
 	return strings.Join(rows, "\n")
 }
 
+// fullScreenBelow is the terminal height below which the approval dialog
+// takes the whole screen.
+const fullScreenBelow = 20
+
 // layout computes the bottom panel's rows and the scrollback's height.
 func (m *model) layout() (bottom []string, mid int, helpRows int) {
 	avail := m.height - 2 // status line, help bar
@@ -40,19 +56,25 @@ func (m *model) layout() (bottom []string, mid int, helpRows int) {
 	switch {
 	case m.phase == phaseQuit:
 		panel = m.quitPrompt()
+	case m.confirm != nil:
+		panel = m.confirmPrompt()
 	case m.dlg.open():
 		h := avail * 2 / 3
 		if avail < 24 {
 			h = avail - 1 // a small terminal gives the dialog all it can
 		}
-		panel = m.dlg.render(m.width, h, &m.st)
+		panel = m.dlg.render(m.width, h, &m.st, m.now())
 	case m.editing != nil:
 		h := max(3, min(12, avail/2))
 		m.editor.SetWidth(m.width)
 		m.editor.SetHeight(h)
-		panel = m.st.Info.Render(ansi.Truncate(fmt.Sprintf("new content of %s — %s save · %s cancel", m.editing.path, m.keys.Save.Help().Key, m.keys.Cancel.Help().Key), m.width, "…")) + "\n" + m.editor.View()
+		head := fmt.Sprintf("new content of %s — %s save · %s cancel", m.editing.path, m.keys.Save.Help().Key, m.keys.Cancel.Help().Key)
+		if m.editing.run {
+			head = fmt.Sprintf("pasted script — %s runs it in the sandbox · %s cancel", m.keys.Save.Help().Key, m.keys.Cancel.Help().Key)
+		}
+		panel = m.st.Info.Render(ansi.Truncate(head, m.width, "…")) + "\n" + m.editor.View()
 	default:
-		panel = strings.Join(append(m.opRows(), m.inputRow()), "\n")
+		panel = strings.Join(append(append(m.opRows(), m.commandMenu()...), m.inputRow()), "\n")
 	}
 	bottom = strings.Split(panel, "\n")
 	if len(bottom) > avail-1 {
@@ -62,6 +84,36 @@ func (m *model) layout() (bottom []string, mid int, helpRows int) {
 		bottom[i] = ansi.Truncate(r, m.width, "")
 	}
 	return bottom, avail - len(bottom), 1
+}
+
+// commandMenu lists, while a slash command's name is typed, the commands
+// it may become: the usage of the only one, or their names.
+func (m *model) commandMenu() []string {
+	text := m.input.Value()
+	if !strings.HasPrefix(text, "/") || strings.Contains(text, " ") {
+		return nil
+	}
+	names := commandsFor(text[1:])
+	if text == "/" {
+		names = nil
+		for _, c := range commands {
+			names = append(names, c.name)
+		}
+	}
+	var row string
+	switch len(names) {
+	case 0:
+		row = "no such command; /help lists them"
+	case 1:
+		for _, c := range commands {
+			if c.name == names[0] {
+				row = c.usage + " — " + c.help + " (tab completes)"
+			}
+		}
+	default:
+		row = "/" + strings.Join(names, "  /")
+	}
+	return []string{m.st.Info.Render(ansi.Truncate(row, m.width, "…"))}
 }
 
 func (m *model) inputRow() string {
@@ -92,10 +144,13 @@ func (m *model) opRows() []string {
 }
 
 func (m *model) transferRow(t *transferState, now time.Time) string {
+	// The rate counts from the first sample, not from the start of the
+	// operation (which includes the approval) nor from zero bytes (the
+	// first sample may already hold a burst).
 	elapsed := now.Sub(t.start).Seconds()
 	rate := 0.0
-	if elapsed > 0 {
-		rate = float64(t.done) / elapsed
+	if elapsed >= minRateWindow.Seconds() {
+		rate = float64(t.done-t.first) / elapsed
 	}
 	text := output.Bytes(t.done)
 	pct := 0.0
@@ -103,7 +158,9 @@ func (m *model) transferRow(t *transferState, now time.Time) string {
 		pct = min(1, float64(t.done)/float64(t.total))
 		text += " / " + output.Bytes(t.total)
 	}
-	text += fmt.Sprintf("  %s/s", output.Bytes(int64(rate)))
+	if rate > 0 {
+		text += fmt.Sprintf("  %s/s", output.Bytes(int64(rate)))
+	}
 	if t.total > 0 && rate > 0 {
 		left := time.Duration(float64(t.total-t.done) / rate * float64(time.Second)).Round(time.Second)
 		text += "  " + left.String() + " left"
@@ -112,6 +169,9 @@ func (m *model) transferRow(t *transferState, now time.Time) string {
 	m.bar.Width = max(10, min(40, m.width-lipgloss.Width(text)-3))
 	return ansi.Truncate(m.bar.ViewAs(pct)+"  "+text, m.width, "…")
 }
+
+// minRateWindow is how long a transfer is sampled before a rate shows.
+const minRateWindow = 500 * time.Millisecond
 
 // statusLine shows provider, sandbox, state, TTL left, network and the
 // approval mode; on a narrow terminal the later fields are cut.
@@ -134,6 +194,8 @@ func (m *model) statusLine() string {
 		state = m.spin.View() + " " + state
 	case m.phase == phaseQuit:
 		state = "leaving"
+	case m.dlg.open():
+		state, stateStyle = "waiting for approval", st.StatusWarn
 	case len(m.ops) > 0:
 		state = fmt.Sprintf("running %d", len(m.ops))
 	default:
@@ -162,6 +224,20 @@ func (m *model) statusLine() string {
 	if !ok {
 		modeStyle = st.Status
 	}
+	// The effective policy: --yes, a policy file's default, session rules.
+	var policy []string
+	if m.session != nil {
+		g := m.session.Gate()
+		if g.Yes() && m.mode == approval.ModeAll {
+			mode += " (--yes)"
+		}
+		if eff, _ := g.Default(); eff != "" {
+			policy = append(policy, "default "+string(eff))
+		}
+		if n := len(g.SessionRules()); n > 0 {
+			policy = append(policy, plural(n, "session rule"))
+		}
+	}
 	sep := st.StatusKey.Render(" · ")
 	// Fields in the order they are dropped on a narrow terminal (last
 	// first): the sandbox id and the approval mode always stay.
@@ -176,6 +252,9 @@ func (m *model) statusLine() string {
 		{ttlStyle.Render(ttl), 2},
 		{st.StatusKey.Render("net ") + st.Status.Render(net), 1},
 		{st.StatusKey.Render("mode ") + modeStyle.Render(mode), 9},
+	}
+	if len(policy) > 0 {
+		fields = append(fields, field{st.Status.Render(strings.Join(policy, ", ")), 5})
 	}
 	if m.shell {
 		fields = append(fields, field{st.Status.Render("shell"), 0})
@@ -227,6 +306,8 @@ func (m *model) helpBar() string {
 	switch {
 	case m.phase == phaseQuit:
 		b = m.keys.quitHelp()
+	case m.confirm != nil:
+		b = m.keys.confirmHelp()
 	case m.dlg.open():
 		b = m.keys.dialogHelp(len(m.dlg.queue) > 1)
 	case m.editing != nil:
@@ -240,9 +321,32 @@ func (m *model) helpBar() string {
 
 func (m *model) quitPrompt() string {
 	id := m.info.ID
+	keep := "keep it (prints the reattach command)"
+	if !m.info.ExpiresAt.IsZero() {
+		keep = fmt.Sprintf("keep it (until its ttl ends in %s; prints the reattach command)", shortDuration(m.info.ExpiresAt.Sub(m.now())))
+	}
 	lines := []string{
 		m.st.Warn.Render(ansi.Truncate("This run created sandbox "+id+". Delete it?", m.width, "…")),
-		ansi.Truncate(fmt.Sprintf("[%s] delete it   [%s] keep it (prints the reattach command)   [%s] stay", firstKey(m.keys.Delete), firstKey(m.keys.Keep), firstKey(m.keys.Cancel)), m.width, "…"),
+		ansi.Truncate(fmt.Sprintf("[%s] delete it   [%s] %s   [esc/ctrl+c] stay", firstKey(m.keys.Delete), firstKey(m.keys.Keep), keep), m.width, "…"),
+	}
+	return m.withTypingNote(lines, &m.quitGuard)
+}
+
+// confirmPrompt is the open yes/no question.
+func (m *model) confirmPrompt() string {
+	c := m.confirm
+	var lines []string
+	for row := range strings.SplitSeq(ansi.Wrap(c.question, m.width, " "), "\n") {
+		lines = append(lines, m.st.Warn.Render(row))
+	}
+	lines = append(lines, ansi.Truncate(fmt.Sprintf("[%s] %s   [%s] don't", firstKey(m.keys.Yes), c.yes, firstKey(m.keys.No)), m.width, "…"))
+	return m.withTypingNote(lines, &c.guard)
+}
+
+// withTypingNote adds the "you are typing" note of a prompt's guard.
+func (m *model) withTypingNote(lines []string, g *guard) string {
+	if g.waiting(m.now()) {
+		lines = append(lines, m.st.Info.Render(ansi.Truncate(typingNote, m.width, "…")))
 	}
 	return strings.Join(lines, "\n")
 }
