@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"syscall"
 	"time"
@@ -115,6 +116,64 @@ type Machine interface {
 	Processes(ctx context.Context, id string) ([]Process, error)
 	Signal(ctx context.Context, id string, pid int, sig syscall.Signal) error
 	Logs(ctx context.Context, id string, pid int, follow bool, w io.Writer) (*int, error)
+}
+
+// Terminal is an optional interface for providers that can run a command
+// on a pseudo-terminal, as interactive programs (shells, editors) need.
+// ExecTerminal starts req (Argv or Shell, Cwd, Env, User; its Stdin,
+// Stdout, Stderr, Background and Timeout are not used) with a terminal of
+// term's size as its standard streams and controlling terminal, and TERM
+// set to term.Term unless req.Env sets it. The session ends with ctx.
+type Terminal interface {
+	ExecTerminal(ctx context.Context, id string, req ExecRequest, term TerminalRequest) (TerminalSession, error)
+}
+
+// TerminalRequest describes the terminal of ExecTerminal: its size in
+// character cells (zero means 80×24) and the TERM its programs see (empty
+// means xterm-256color).
+type TerminalRequest struct {
+	Cols, Rows uint16
+	Term       string
+}
+
+// WithDefaults fills the zero fields of t: 80×24, xterm-256color.
+func (t TerminalRequest) WithDefaults() TerminalRequest {
+	if t.Cols == 0 {
+		t.Cols = 80
+	}
+	if t.Rows == 0 {
+		t.Rows = 24
+	}
+	if t.Term == "" {
+		t.Term = "xterm-256color"
+	}
+	return t
+}
+
+// Env returns a copy of env with TERM set to t's (defaulted) Term unless
+// env sets it.
+func (t TerminalRequest) Env(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	maps.Copy(out, env)
+	if _, ok := out["TERM"]; !ok {
+		out["TERM"] = t.WithDefaults().Term
+	}
+	return out
+}
+
+// TerminalSession is a command running on a pseudo-terminal. Read returns
+// what the command writes to the terminal (its echo of the input too),
+// then io.EOF once it has ended and its output is read; Write types
+// input; Resize changes the terminal's size (the command gets SIGWINCH).
+// Reads, writes and resizes may come from different goroutines at once,
+// so one session can serve a client after another (the e2b emulator's
+// PTY Connect reattaches this way). Wait returns as Exec
+// does when the command ends; Close kills the command if it still runs
+// and releases the terminal.
+type TerminalSession interface {
+	io.ReadWriteCloser
+	Resize(cols, rows uint16) error
+	Wait() (ExecResult, error)
 }
 
 // Process is one process of a sandbox.

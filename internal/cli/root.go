@@ -227,7 +227,7 @@ deleted afterwards (unless --keep).`,
 		c.GroupID = "life"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{documentOutputWhen(newExecCmd(app), "background"), documentOutput(newReadCmd(app)), newWriteCmd(app), newEditCmd(app), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app)} {
+	for _, c := range []*cobra.Command{documentOutputWhen(newExecCmd(app), "background"), documentOutput(newReadCmd(app)), newWriteCmd(app), newEditCmd(app), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app), newShellCmd(app)} {
 		c.GroupID = "ops"
 		root.AddCommand(c)
 	}

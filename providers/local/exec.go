@@ -17,6 +17,12 @@ import (
 
 // Exec runs a command in the sandbox and streams its output as produced.
 func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecRequest) (providers.ExecResult, error) {
+	return p.exec(ctx, id, req, nil)
+}
+
+// exec runs req; with a terminal (see pty.go) req's streams are its
+// slave, which launched closes once the runner holds it.
+func (p *Provider) exec(ctx context.Context, id string, req providers.ExecRequest, term *terminalRun) (providers.ExecResult, error) {
 	start := time.Now()
 	m, dir, err := p.load(id)
 	if err != nil {
@@ -47,7 +53,13 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 		cfg.Background = true
 		stdio = initStdio{}
 	}
+	if term != nil {
+		cfg.TTY = true
+	}
 	pr, err := p.launch(dir, id, cfg, machineRequest{Shared: shared, Background: req.Background}, stdio)
+	if term != nil {
+		term.launched()
+	}
 	if err != nil {
 		return providers.ExecResult{}, err
 	}

@@ -99,6 +99,8 @@ type initConfig struct {
 	Env        []string `json:"env,omitempty"`
 	Cwd        string   `json:"cwd,omitempty"`
 	Background bool     `json:"background,omitempty"`
+	// TTY runs the command on the terminal its stdin is (see pty.go).
+	TTY bool `json:"tty,omitempty"`
 	// User runs the operation (a command or a file operation) as this
 	// user of the sandbox, a name or a uid; empty is the runner's own.
 	// KeepHome says that the caller set HOME itself.

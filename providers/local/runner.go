@@ -23,6 +23,9 @@ import (
 // command's (a cancellation, a timeout, a dead CLI) kills the command's
 // process group.
 func runForeground(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
+	if cfg.TTY {
+		return runOnTerminal(cfg, rep, ctl)
+	}
 	path, cwd, code, ok := resolveCommand(cfg, rep)
 	if !ok {
 		return code
@@ -59,16 +62,7 @@ func runForeground(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 		go o.forward()
 	}
 	var exited atomic.Bool
-	go func() {
-		for {
-			if _, err := ctl.ReadByte(); err != nil {
-				break
-			}
-		}
-		if !exited.Load() {
-			_ = unix.Kill(-pid, unix.SIGKILL)
-		}
-	}()
+	go killOnHangup(ctl, pid, &exited)
 	status := waitFor(pid)
 	exited.Store(true)
 	for _, o := range outs {
@@ -85,6 +79,19 @@ func runForeground(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	}
 	wg.Wait()
 	return status
+}
+
+// killOnHangup kills the process group pid once the control pipe ends,
+// unless the command exited already.
+func killOnHangup(ctl *bufio.Reader, pid int, exited *atomic.Bool) {
+	for {
+		if _, err := ctl.ReadByte(); err != nil {
+			break
+		}
+	}
+	if !exited.Load() {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+	}
 }
 
 // runBackground starts a command detached from its caller: the runner

@@ -5,7 +5,7 @@
 // with the step's name.
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
-import { CommandExitError, Sandbox, TimeoutError } from 'e2b'
+import { CommandExitError, FilesystemEventType, Sandbox, TimeoutError } from 'e2b'
 
 // E2B's sandboxes run commands as the user "user" in its home, where E2B
 // code keeps its files; the flow works there too.
@@ -348,8 +348,128 @@ async function flow(sbx) {
     assert.equal((await sbx.commands.run(`stat -c %U ${home}/owned/by-command.txt`)).stdout, 'user\n')
   })
 
+  await step('commands.connect to a background command after disconnecting', async () => {
+    const h = await sbx.commands.run('sleep 0.5; echo late-output', { background: true })
+    await h.disconnect()
+    const out = []
+    const again = await sbx.commands.connect(h.pid, { onStdout: (d) => out.push(d) })
+    const r = await again.wait()
+    assert.equal(r.exitCode, 0)
+    assert.equal(out.join(''), 'late-output\n')
+  })
+
+  await step('pty: create, sendInput, resize, kill', async () => {
+    let screen = ''
+    const dec = new TextDecoder()
+    const pty = await sbx.pty.create({ cols: 100, rows: 30, onData: (d) => { screen += dec.decode(d) } })
+    const type = (text) => sbx.pty.sendInput(pty.pid, new TextEncoder().encode(text))
+    await type('[ -t 0 ] && echo "tty-$((6*7))"\n')
+    await waitUntil('the pty shows tty-42', () => screen.includes('tty-42'))
+    await type('echo "size=$(stty size)."\n')
+    await waitUntil('the pty is 30x100', () => screen.includes('size=30 100.'))
+    await sbx.pty.resize(pty.pid, { cols: 120, rows: 40 })
+    await type('echo "size=$(stty size)."\n')
+    await waitUntil('the pty follows the resize', () => screen.includes('size=40 120.'))
+    assert.equal(await sbx.pty.kill(pty.pid), true)
+    const end = await pty.wait().catch((e) => e)
+    assert.ok(end instanceof CommandExitError || end?.exitCode !== 0, `a killed pty ends with an error: ${end}`)
+  })
+
+  await step('files.watchDir reports writes, creates and removes', async () => {
+    const dir = `${work}/watched-${run}`
+    await sbx.files.makeDir(dir)
+    await sbx.files.write(`${dir}/existing.txt`, 'one')
+    const events = []
+    const handle = await sbx.files.watchDir(dir, (e) => events.push(`${e.type}:${e.name}`), { recursive: true })
+    await sbx.files.write(`${dir}/existing.txt`, 'two, longer')
+    await sbx.files.makeDir(`${dir}/sub`)
+    await sbx.files.write(`${dir}/sub/new.txt`, 'new')
+    await sbx.files.remove(`${dir}/existing.txt`)
+    const want = [`${FilesystemEventType.WRITE}:existing.txt`, `${FilesystemEventType.CREATE}:sub`, `${FilesystemEventType.CREATE}:sub/new.txt`, `${FilesystemEventType.REMOVE}:existing.txt`]
+    await waitUntil(`watch events ${want} (got ${events})`, () => want.every((w) => events.includes(w)))
+    await handle.stop()
+    await assert.rejects(sbx.files.watchDir(`${dir}/missing`, () => {}), 'watching a missing directory fails')
+  })
+
+  await step('file metadata round trip: write, getInfo, list, rename, overwrite', async () => {
+    const md = { author: 'conformance', run }
+    const w = await sbx.files.write(`${work}/with-metadata.txt`, 'x', { metadata: md })
+    assert.deepEqual(w.metadata, md)
+    assert.deepEqual((await sbx.files.getInfo(`${work}/with-metadata.txt`)).metadata, md)
+    const listed = (await sbx.files.list(work)).find((e) => e.name === 'with-metadata.txt')
+    assert.deepEqual(listed?.metadata, md)
+    const moved = await sbx.files.rename(`${work}/with-metadata.txt`, `${work}/moved-metadata.txt`)
+    assert.deepEqual(moved.metadata, md)
+    await sbx.files.write(`${work}/moved-metadata.txt`, 'y')
+    assert.equal((await sbx.files.getInfo(`${work}/moved-metadata.txt`)).metadata, undefined, 'an overwrite clears metadata')
+  })
+
+  await step('entries: permission bits and absolute symlink targets', async () => {
+    await sbx.commands.run(`mkdir -p ${work}/modes && chmod 750 ${work}/modes && ln -sfn modes ${work}/modes-link`)
+    assert.equal((await sbx.files.getInfo(`${work}/modes`)).mode, 0o750)
+    assert.equal((await sbx.files.getInfo(`${work}/modes-link`)).symlinkTarget, `${work}/modes`)
+  })
+
+  await step('signed upload and download URLs; expired ones are refused', async () => {
+    const up = await sbx.uploadUrl('signed.txt', { useSignatureExpiration: 60 })
+    const form = new FormData()
+    form.append('file', new Blob(['signed content']), 'signed.txt')
+    const res = await fetch(up, { method: 'POST', body: form })
+    assert.equal(res.status, 200, await res.clone().text())
+    assert.deepEqual(await res.json(), [{ name: 'signed.txt', path: `${home}/signed.txt`, type: 'file' }])
+    const down = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 60 }))
+    assert.equal(down.status, 200)
+    assert.equal(await down.text(), 'signed content')
+    const asRoot = await fetch(await sbx.uploadUrl('by-root.txt', { user: 'root', useSignatureExpiration: 60 }), { method: 'POST', body: form })
+    assert.deepEqual(await asRoot.json(), [{ name: 'by-root.txt', path: '/root/by-root.txt', type: 'file' }])
+    const expired = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: -10 }))
+    assert.equal(expired.status, 401)
+    assert.deepEqual(await expired.json(), { code: 401, message: 'signature is already expired' })
+  })
+
+  await step('files.write makes new directories anywhere, as envd does', async () => {
+    const [info] = await sbx.files.write([{ path: `/conformance-${run}/deep/file.txt`, data: 'top' }])
+    assert.equal(info.path, `/conformance-${run}/deep/file.txt`)
+    assert.equal(await sbx.files.read(info.path), 'top')
+  })
+
+  await step('getMetrics reports CPU, memory and disk', async () => {
+    const metrics = await sbx.getMetrics()
+    assert.ok(metrics.length > 0, 'no metrics')
+    const m = metrics[metrics.length - 1]
+    assert.ok(m.cpuCount > 0 && m.memTotal > 0 && m.memUsed > 0 && m.diskTotal > 0 && m.diskUsed > 0, JSON.stringify(m))
+    const old = await sbx.getMetrics({ start: new Date(Date.now() - 3_600_000), end: new Date(Date.now() - 1_800_000) })
+    assert.equal(old.length, 0, 'no metrics before the sandbox existed')
+  })
+
+  await step('Sandbox.list with startedAfter', async () => {
+    const { startedAt } = await sbx.getInfo()
+    const since = await Sandbox.list({ query: { metadata, startedAfter: startedAt } }).nextItems()
+    assert.ok(since.some((s) => s.sandboxId === sbx.sandboxId))
+    const later = await Sandbox.list({ query: { metadata, startedAfter: new Date(startedAt.getTime() + 1000) } }).nextItems()
+    assert.ok(!later.some((s) => s.sandboxId === sbx.sandboxId))
+  })
+
+  await step('auto-pause on timeout, wake on connect', async () => {
+    const paused = await Sandbox.create({ metadata: { ...metadata, autopause: '1' }, timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } })
+    try {
+      await paused.files.write('/tmp/kept', 'kept')
+      await waitUntil('the sandbox pauses at its timeout', async () => (await paused.getInfo()).state === 'paused', 15_000)
+      assert.equal(await paused.isRunning(), false)
+      await paused.connect()
+      assert.equal((await paused.getInfo()).state, 'running')
+      assert.equal(await paused.files.read('/tmp/kept'), 'kept')
+    } finally {
+      await paused.kill().catch(() => {})
+    }
+  })
+
   await step('kill', async () => {
+    const running = await sbx.commands.run('sleep 60', { background: true })
     await sbx.kill()
+    const err = await running.wait().catch((e) => e)
+    assert.ok(err instanceof TimeoutError, `a command of a killed sandbox ends with a TimeoutError, not ${err}`)
+    assert.match(err.message, /sandbox was killed or reached its end of life/)
     const mine = await Sandbox.list({ query: { metadata } }).nextItems()
     assert.equal(mine.length, 0)
     await assert.rejects(Sandbox.connect(sbx.sandboxId))

@@ -36,6 +36,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v2/sandboxes/{id}/connect", api(s.handleConnect))
 	m.HandleFunc("POST /sandboxes/{id}/resume", api(s.handleConnect))
 	m.HandleFunc("POST /sandboxes/{id}/pause", api(s.handlePause))
+	m.HandleFunc("GET /sandboxes/{id}/metrics", api(s.handleMetrics))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "the e2b emulator does not implement "+r.Method+" "+r.URL.Path)
 	})
@@ -112,6 +113,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	labels[labelMarker], labels[labelID], labels[labelTemplate] = "1", id, body.TemplateID
 	labels[labelEnd] = strconv.FormatInt(s.now().Add(time.Duration(timeout)*time.Second).Unix(), 10)
+	autoPause := body.AutoPause != nil && *body.AutoPause
+	if autoPause {
+		labels[labelAutoPause] = "1"
+	}
 	spec := providers.Spec{Labels: labels, Env: body.EnvVars}
 	if body.AllowInternetAccess != nil {
 		spec.Network = providers.NetworkOff
@@ -135,6 +140,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		id: id, backendID: info.ID, template: body.TemplateID, metadata: maps.Clone(body.Metadata),
 		envs: body.EnvVars, started: now, end: now.Add(time.Duration(timeout) * time.Second),
 		internet: body.AllowInternetAccess, procs: map[uint32]*process{}, nextPID: 1000, user: user,
+		killed: make(chan struct{}), autoPause: autoPause,
 	}
 	if sb.metadata == nil {
 		sb.metadata = map[string]string{}
@@ -293,6 +299,8 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if sb.paused {
 		sb.paused, status = false, http.StatusCreated
+		// A resumed sandbox's timeout starts again.
+		sb.end = s.now().Add(time.Duration(min(max(body.Timeout, defaultTimeout), maxTimeout)) * time.Second)
 	}
 	if body.Timeout > 0 {
 		if end := s.now().Add(time.Duration(min(body.Timeout, maxTimeout)) * time.Second); end.After(sb.end) {
@@ -371,6 +379,17 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
+	var after, before time.Time
+	for name, t := range map[string]*time.Time{"startedAfter": &after, "startedBefore": &before} {
+		if v := q.Get(name); v != "" {
+			parsed, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				writeAPIError(w, http.StatusBadRequest, "invalid "+name+": "+err.Error())
+				return
+			}
+			*t = parsed
+		}
+	}
 	offset := 0
 	if v := q.Get("nextToken"); v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
@@ -391,6 +410,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	for _, d := range list {
 		if d.State == wire.StateRunning {
 			running++
+		}
+		if !after.IsZero() && d.StartedAt.Before(after) || !before.IsZero() && d.StartedAt.After(before) {
+			continue
 		}
 		if states[d.State] && (q.Get("template") == "" || q.Get("template") == d.TemplateID) {
 			kept = append(kept, d)

@@ -39,7 +39,7 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id, port stri
 	}
 	open := r.URL.Path == "/health" || r.URL.Path == "/files"
 	if sb.token != "" && !open && !sameSecret(r.Header.Get(wire.HeaderAccessToken), sb.token) {
-		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+		writeAPIError(w, http.StatusUnauthorized, msgUnauthorized)
 		return
 	}
 	if r.URL.Path != "/health" {
@@ -102,7 +102,7 @@ func entryOf(fi providers.FileInfo) wire.EntryInfo {
 		t = wire.FileTypeDirectory
 	}
 	e := wire.EntryInfo{
-		Name: fi.Name, Type: t, Path: fi.Path, Size: fi.Size, Mode: uint32(fi.Mode),
+		Name: fi.Name, Type: t, Path: fi.Path, Size: fi.Size, Mode: uint32(fi.Mode.Perm()),
 		Permissions: fi.Mode.String(), Owner: "user", Group: "user",
 	}
 	if e.Name == "" {
@@ -112,7 +112,11 @@ func entryOf(fi providers.FileInfo) wire.EntryInfo {
 		e.ModifiedTime = &wire.Timestamp{Time: fi.ModTime}
 	}
 	if fi.Target != "" {
+		// envd reports where the link points as an absolute path.
 		target := fi.Target
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(fi.Path), target)
+		}
 		e.SymlinkTarget = &target
 	}
 	return e
@@ -133,7 +137,9 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return wire.EntryResponse{Entry: entryOf(fi)}, nil
+		e := []wire.EntryInfo{entryOf(fi)}
+		s.withMetadata(ctx, sb, who, e)
+		return wire.EntryResponse{Entry: e[0]}, nil
 	}
 	switch r.URL.Path {
 	case wire.FSStat:
@@ -163,6 +169,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 			for _, fi := range list {
 				out.Entries = append(out.Entries, entryOf(fi))
 			}
+			s.withMetadata(ctx, sb, who, out.Entries)
 			return out, nil
 		})
 	case wire.FSMakeDir:
@@ -208,6 +215,20 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 			}
 			return struct{}{}, nil
 		})
+	case wire.FSCreateWatcher:
+		serveUnary(w, r, func(req wire.WatchRequest) (any, error) {
+			return s.createWatcher(ctx, sb, who, req)
+		})
+	case wire.FSGetWatcherEvents:
+		serveUnary(w, r, func(req wire.WatcherRequest) (any, error) {
+			return sb.watcherEvents(req.WatcherID)
+		})
+	case wire.FSRemoveWatcher:
+		serveUnary(w, r, func(req wire.WatcherRequest) (any, error) {
+			return struct{}{}, sb.removeWatcher(req.WatcherID)
+		})
+	case wire.FSWatchDir:
+		s.handleWatchDir(w, r, sb, who)
 	default:
 		writeUnaryError(w, newRPCError(wire.CodeUnimplemented, "the e2b emulator does not implement "+r.URL.Path))
 	}

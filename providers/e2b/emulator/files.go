@@ -9,6 +9,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -18,35 +19,81 @@ import (
 	"github.com/agentbox/sandbox/providers/e2b/wire"
 )
 
-// filesAllowed checks /files access: the access token, or a URL signature
+// Replies of /files to a request that is not allowed.
+const (
+	msgUnauthorized = "unauthorized access, please provide a valid access token or method signing if supported"
+	msgExpired      = "signature is already expired"
+	msgBadSignature = "invalid signature"
+)
+
+// signatureOf computes a URL signature as the SDKs do:
 // "v1_" + base64(sha256("<path>:<op>:<user>:<token>[:<expiry>]")).
-func filesAllowed(r *http.Request, sb *sandbox, op string) bool {
+func signatureOf(q url.Values, op, token string) string {
+	msg := q.Get("path") + ":" + op + ":" + q.Get("username") + ":" + token
+	if exp := q.Get("signature_expiration"); exp != "" {
+		msg += ":" + exp
+	}
+	sum := sha256.Sum256([]byte(msg))
+	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+// fileOp is the operation a /files request signs.
+func fileOp(r *http.Request) string {
+	if r.Method == http.MethodPost {
+		return "write"
+	}
+	return "read"
+}
+
+// filesAllowed checks /files access: the access token, or a valid URL
+// signature that has not expired. It returns "" when allowed, else the
+// message of the 401.
+func filesAllowed(r *http.Request, sb *sandbox, now time.Time) string {
 	if sb.token == "" || sameSecret(r.Header.Get(wire.HeaderAccessToken), sb.token) {
-		return true
+		return ""
 	}
 	q := r.URL.Query()
 	sig := q.Get("signature")
 	if sig == "" {
-		return false
+		return msgUnauthorized
 	}
-	msg := q.Get("path") + ":" + op + ":" + q.Get("username") + ":" + sb.token
+	if !sameSecret(sig, signatureOf(q, fileOp(r), sb.token)) {
+		return msgBadSignature
+	}
 	if exp := q.Get("signature_expiration"); exp != "" {
 		n, err := strconv.ParseInt(exp, 10, 64)
-		if err != nil || time.Now().Unix() > n {
-			return false
+		if err != nil {
+			return msgBadSignature
 		}
-		msg += ":" + exp
+		if now.Unix() > n {
+			return msgExpired
+		}
 	}
-	sum := sha256.Sum256([]byte(msg))
-	want := "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
-	return sameSecret(sig, want)
+	return ""
+}
+
+// bySignature finds the sandbox whose access token signed a /files URL
+// that names no sandbox: the SDKs build signed URLs on E2B_SANDBOX_URL
+// without a sandbox host, and the signature is the only thing that tells
+// the sandbox.
+func (s *Server) bySignature(r *http.Request) *sandbox {
+	q := r.URL.Query()
+	sig := q.Get("signature")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sb := range s.sandboxes {
+		if sb.token != "" && sameSecret(sig, signatureOf(q, fileOp(r), sb.token)) {
+			return sb
+		}
+	}
+	return nil
 }
 
 // handleDownload streams a file: GET /files?path=.
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	sb := sandboxOf(r)
-	if !filesAllowed(r, sb, "read") {
-		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+	if msg := filesAllowed(r, sb, s.now()); msg != "" {
+		writeAPIError(w, http.StatusUnauthorized, msg)
 		return
 	}
 	who, rerr := s.identityOf(r, sb)
@@ -57,6 +104,10 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	p, err := who.resolve(r.URL.Query().Get("path"))
 	if err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if who.exec != "" {
+		s.readAs(w, r, sb, who, p)
 		return
 	}
 	fi, err := s.backend.Stat(r.Context(), sb.backendID, p)
@@ -97,8 +148,8 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 // "file" (the path, else each part's file name, is the destination).
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	sb := sandboxOf(r)
-	if !filesAllowed(r, sb, "write") {
-		writeAPIError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+	if msg := filesAllowed(r, sb, s.now()); msg != "" {
+		writeAPIError(w, http.StatusUnauthorized, msg)
 		return
 	}
 	who, rerr := s.identityOf(r, sb)
@@ -107,6 +158,11 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	qpath := r.URL.Query().Get("path")
+	md, err := uploadMetadata(r.Header)
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var written []wire.UploadedEntry
 	write := func(dst string, body io.Reader) bool {
@@ -115,7 +171,11 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, http.StatusBadRequest, err.Error())
 			return false
 		}
-		if err := s.backend.WriteFile(r.Context(), sb.backendID, p, body, 0o644); err != nil {
+		err = s.writeFile(r.Context(), sb, who, p, body)
+		if err == nil && md != nil {
+			err = s.setMetadata(r.Context(), sb, who, p, md)
+		}
+		if err != nil {
 			status := statusOf(err)
 			if errors.Is(err, providers.ErrQuota) {
 				status = http.StatusInsufficientStorage
@@ -123,7 +183,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, status, "writing "+p+": "+err.Error())
 			return false
 		}
-		written = append(written, wire.UploadedEntry{Path: p, Name: path.Base(p), Type: "file"})
+		written = append(written, wire.UploadedEntry{Path: p, Name: path.Base(p), Type: "file", Metadata: md})
 		return true
 	}
 	switch mt {

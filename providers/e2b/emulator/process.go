@@ -33,6 +33,10 @@ type process struct {
 	closeStdin chan struct{}
 	closeOnce  sync.Once
 
+	// term is the terminal of a process started with a PTY (nil
+	// otherwise); set before the process is visible.
+	term providers.TerminalSession
+
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	signal string
@@ -85,17 +89,27 @@ func (p *process) publish(m message) {
 	}
 }
 
-// outputWriter turns a command's writes into data events.
+// Streams of a process's output.
+const (
+	streamStdout = iota
+	streamStderr
+	streamPTY
+)
+
+// outputWriter turns a command's writes into data events of one stream.
 type outputWriter struct {
 	p      *process
-	stderr bool
+	stream int
 }
 
 func (w outputWriter) Write(b []byte) (int, error) {
 	data := &wire.DataEvent{}
-	if w.stderr {
+	switch w.stream {
+	case streamStderr:
 		data.Stderr = bytes.Clone(b)
-	} else {
+	case streamPTY:
+		data.PTY = bytes.Clone(b)
+	default:
 		data.Stdout = bytes.Clone(b)
 	}
 	w.p.publish(message{event: &wire.ProcessEvent{Data: data}})
@@ -190,7 +204,7 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 			p.unsubscribe(sub)
 			return
 		}
-		s.follow(w, r, p, sub)
+		s.follow(w, r, sb, p, sub)
 	case wire.ProcessList:
 		serveUnary(w, r, func(struct{}) (any, error) {
 			sb.mu.Lock()
@@ -212,6 +226,23 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 		})
 	case wire.ProcessStreamInput:
 		s.handleStreamInput(w, r, sb)
+	case wire.ProcessUpdate:
+		serveUnary(w, r, func(req wire.UpdateRequest) (any, error) {
+			p, rerr := sb.find(req.Process)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if req.PTY == nil {
+				return struct{}{}, nil
+			}
+			if p.term == nil {
+				return nil, newRPCError(wire.CodeFailedPrecondition, "the process has no PTY")
+			}
+			if err := p.term.Resize(uint16(req.PTY.Size.Cols), uint16(req.PTY.Size.Rows)); err != nil {
+				return nil, newRPCError(wire.CodeInternal, "resizing the PTY: "+err.Error())
+			}
+			return struct{}{}, nil
+		})
 	case wire.ProcessCloseStdin:
 		serveUnary(w, r, func(req wire.SelectRequest) (any, error) {
 			p, rerr := sb.find(req.Process)
@@ -263,7 +294,16 @@ func orNil(e *rpcError) error {
 // input queues stdin bytes.
 func (p *process) input(ctx context.Context, in wire.ProcessInput) *rpcError {
 	if in.PTY != nil {
-		return newRPCError(wire.CodeUnimplemented, "the e2b emulator has no PTYs")
+		if p.term == nil {
+			return newRPCError(wire.CodeFailedPrecondition, "the process has no PTY")
+		}
+		if _, err := p.term.Write(in.PTY); err != nil {
+			return newRPCError(wire.CodeFailedPrecondition, "writing to the PTY: "+err.Error())
+		}
+		return nil
+	}
+	if p.term != nil && len(in.Stdin) > 0 {
+		return newRPCError(wire.CodeFailedPrecondition, "the process runs on a PTY: send pty input")
 	}
 	if p.stdin == nil {
 		return newRPCError(wire.CodeFailedPrecondition, "the process was started without stdin")
@@ -368,8 +408,9 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 		writeStreamError(w, rerr)
 		return
 	}
-	if req.PTY != nil {
-		writeStreamError(w, newRPCError(wire.CodeUnimplemented, "the e2b emulator has no PTYs"))
+	tb, hasTerm := s.backend.(providers.Terminal)
+	if req.PTY != nil && !hasTerm {
+		writeStreamError(w, newRPCError(wire.CodeUnimplemented, "the e2b emulator's backend "+s.backend.Name()+" has no PTYs"))
 		return
 	}
 	if req.Process.Cmd == "" {
@@ -404,13 +445,36 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 
 	ctx, cancel := context.WithCancel(s.ctx)
 	p := &process{cfg: req.Process, tag: req.Tag, cancel: cancel, done: make(chan struct{}), subs: map[*subscriber]struct{}{}}
-	withStdin := req.Stdin == nil || *req.Stdin
+	withStdin := (req.Stdin == nil || *req.Stdin) && req.PTY == nil
 	var stdinR *io.PipeReader
 	if withStdin {
 		var stdinW *io.PipeWriter
 		stdinR, stdinW = io.Pipe()
 		p.stdin, p.closeStdin = make(chan []byte, 64), make(chan struct{})
 		go p.feed(stdinW)
+	}
+	ereq := providers.ExecRequest{
+		Argv:    append([]string{req.Process.Cmd}, req.Process.Args...),
+		Cwd:     cwd,
+		Env:     req.Process.Envs,
+		User:    who.exec,
+		Stdout:  outputWriter{p: p},
+		Stderr:  outputWriter{p: p, stream: streamStderr},
+		Timeout: timeout,
+	}
+	if stdinR != nil {
+		ereq.Stdin = stdinR
+	}
+	run := func() (providers.ExecResult, error) { return s.backend.Exec(ctx, sb.backendID, ereq) }
+	if req.PTY != nil {
+		term, err := tb.ExecTerminal(ctx, sb.backendID, ereq, providers.TerminalRequest{Cols: uint16(req.PTY.Size.Cols), Rows: uint16(req.PTY.Size.Rows), Term: req.Process.Envs["TERM"]})
+		if err != nil {
+			cancel()
+			writeStreamError(w, errorFrom(err))
+			return
+		}
+		p.term = term
+		run = func() (providers.ExecResult, error) { return runTerminal(term, outputWriter{p: p, stream: streamPTY}) }
 	}
 	sb.mu.Lock()
 	sb.nextPID++
@@ -419,21 +483,9 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 	sb.mu.Unlock()
 	sub := p.subscribe()
 
-	ereq := providers.ExecRequest{
-		Argv:    append([]string{req.Process.Cmd}, req.Process.Args...),
-		Cwd:     cwd,
-		Env:     req.Process.Envs,
-		User:    who.exec,
-		Stdout:  outputWriter{p: p},
-		Stderr:  outputWriter{p: p, stderr: true},
-		Timeout: timeout,
-	}
-	if stdinR != nil {
-		ereq.Stdin = stdinR
-	}
 	go func() {
 		defer cancel()
-		res, err := s.backend.Exec(ctx, sb.backendID, ereq)
+		res, err := run()
 		if stdinR != nil {
 			stdinR.CloseWithError(io.ErrClosedPipe)
 		}
@@ -470,24 +522,45 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, sb *sandbox
 		p.unsubscribe(sub)
 		return
 	}
-	s.follow(w, r, p, sub)
+	s.follow(w, r, sb, p, sub)
+}
+
+// runTerminal copies a terminal's output into out until it ends, then
+// returns how the command ended and releases the terminal.
+func runTerminal(term providers.TerminalSession, out io.Writer) (providers.ExecResult, error) {
+	defer term.Close()
+	_, _ = io.CopyBuffer(out, struct{ io.Reader }{term}, make([]byte, 32<<10))
+	return term.Wait()
 }
 
 // follow streams a subscriber's messages until the process ends or the
 // client goes away (which does not stop the process, as in envd).
-func (s *Server) follow(w http.ResponseWriter, r *http.Request, p *process, sub *subscriber) {
+//
+// When the sandbox is killed the stream is cut without an end, as when
+// envd's VM goes away: the SDKs then ask /health and report the sandbox's
+// end rather than a canceled command.
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, sb *sandbox, p *process, sub *subscriber) {
 	defer p.unsubscribe(sub)
-	var tick <-chan time.Time
-	if v, err := strconv.Atoi(r.Header.Get(wire.HeaderKeepalive)); err == nil && v > 0 {
-		t := time.NewTicker(time.Duration(v) * time.Second)
-		defer t.Stop()
-		tick = t.C
+	gone := func() bool {
+		select {
+		case <-sb.killed:
+			return true
+		default:
+			return false
+		}
 	}
+	tick, stopTick := keepalives(r)
+	defer stopTick()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-sb.killed:
+			panic(http.ErrAbortHandler)
 		case <-p.done:
+			if gone() {
+				panic(http.ErrAbortHandler)
+			}
 			// The end was published: what this subscriber has not sent
 			// yet (output, then the end) waits in its channel, unless it
 			// subscribed after the end.
@@ -517,11 +590,25 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, p *process, sub 
 				}
 			}
 			if m.final {
+				if gone() {
+					panic(http.ErrAbortHandler)
+				}
 				writeEnd(w, m.endErr)
 				return
 			}
 		}
 	}
+}
+
+// keepalives ticks at the interval (seconds) a stream's client asked for
+// in wire.HeaderKeepalive; never without one. The caller calls stop.
+func keepalives(r *http.Request) (tick <-chan time.Time, stop func()) {
+	v, err := strconv.Atoi(r.Header.Get(wire.HeaderKeepalive))
+	if err != nil || v <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(time.Duration(v) * time.Second)
+	return t.C, t.Stop
 }
 
 // send writes one event envelope and flushes it.

@@ -10,20 +10,28 @@
 // envd; everything else is the control plane. Point clients at it with
 // E2B_API_URL and E2B_SANDBOX_URL both set to the server's URL (see Env).
 //
+// It serves, beside commands and files: PTYs (on backends implementing
+// providers.Terminal), directory watching (by polling, see watch.go), file
+// metadata in extended attributes (see metadata.go), signed /files URLs
+// that name no sandbox (the signature tells it), metrics (see metrics.go),
+// startedAfter/startedBefore in the list, and auto-pause at the timeout
+// (autoPause; a paused sandbox wakes on connect). A killed sandbox's
+// command streams are cut, as when envd's VM goes away.
+//
 // What it does not implement: the template, snapshot, fork, volume,
-// secret, team, key, node and admin APIs; sandbox logs and metrics;
-// PUT /sandboxes/{id}/network and the network, mcp, iam, volumeMounts and
-// autoPause/autoResume fields of a create (allow_internet_access maps to
-// the backend's network mode); templates themselves (any template id is
+// secret, team, key, node and admin APIs; sandbox logs; PUT
+// /sandboxes/{id}/network and the network, mcp, iam, volumeMounts and
+// autoResume fields of a create (allow_internet_access maps to the
+// backend's network mode); templates themselves (any template id is
 // accepted and the backend's default image is used unless the backend
 // supports images); a pause that freezes processes (a paused sandbox only
-// refuses envd traffic until connect); envd's PTYs, directory watching,
-// /files/compose, /metrics and the orchestrator's endpoints; Range and gzip
-// replies on GET /files and file metadata (X-Metadata-*); file owners in
-// entries (always "user"); ports other than envd's; signals other than
-// SIGKILL and SIGTERM (both end the command through the backend); exit
-// events kept for late Connect calls; protobuf binary encoding and
-// compression. Process ids are the emulator's, not the sandbox's.
+// refuses envd traffic until connect); /files/compose, envd's /metrics and
+// the orchestrator's endpoints; Range and gzip replies on GET /files; file
+// owners in entries (always "user"); ports other than envd's; signals
+// other than SIGKILL and SIGTERM (both end the command through the
+// backend); exit events kept for late Connect calls; protobuf binary
+// encoding and compression. Process ids are the emulator's, not the
+// sandbox's.
 //
 // Like E2B, each sandbox has the user "user" (see users.go): it is the
 // backend sandbox's default user (Spec.User), commands run as the user a
@@ -32,9 +40,11 @@
 // at that home. The emulator's extension header wire.HeaderDefaultUser on
 // a create names another default user (this project's e2b client sends
 // root, the user it runs everything as). File operations run as the
-// sandbox's default user whatever user they name, and root is the
-// backend's root (the local provider's has no capabilities: it cannot
-// write the user's files). A sandbox is a machine as on E2B when the
+// sandbox's default user, but for uploads and downloads that name another
+// user (root's, into /root), which run as commands of that user, and new
+// directories the default user cannot make, which root makes as envd does
+// (see writeFile); root is the backend's root (the local provider's has no
+// capabilities: it cannot write the user's files). A sandbox is a machine as on E2B when the
 // backend's are (the local provider's): what one command starts runs on
 // for the next, and files in /tmp, /home/user and everywhere else stay
 // between calls.
@@ -78,12 +88,14 @@ const (
 	// labelUser names the sandbox's default user (Spec.User) when the
 	// backend took it.
 	labelUser = "e2b-emulator-user"
+	// labelAutoPause marks a sandbox that pauses at its timeout.
+	labelAutoPause = "e2b-emulator-autopause"
 )
 
 // internalLabel reports the labels the emulator keeps for itself and never
 // shows as metadata.
 func internalLabel(k string) bool {
-	return k == labelMarker || k == labelID || k == labelTemplate || k == labelEnd || k == labelUser
+	return k == labelMarker || k == labelID || k == labelTemplate || k == labelEnd || k == labelUser || k == labelAutoPause
 }
 
 // Timeouts of created sandboxes, in seconds: the server default when the
@@ -138,6 +150,22 @@ type sandbox struct {
 	end       time.Time
 	paused    bool
 	internet  *bool
+	// autoPause pauses the sandbox at its timeout instead of killing it
+	// (a paused sandbox wakes on connect).
+	autoPause bool
+	// killed is closed when the sandbox is killed: the streams of its
+	// commands then drop their connections, as envd's do when its VM
+	// goes away.
+	killed     chan struct{}
+	killedOnce sync.Once
+
+	// watchMu guards watchers, the polling watchers of CreateWatcher.
+	watchMu  sync.Mutex
+	watchers map[string]*watcher
+
+	// metricsMu guards samples, the metrics taken so far.
+	metricsMu sync.Mutex
+	samples   []wire.SandboxMetric
 
 	// mu guards procs and nextPID.
 	mu      sync.Mutex
@@ -235,6 +263,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if id == "" && port == "" && r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
+		sb := s.bySignature(r)
+		if sb == nil {
+			writeAPIError(w, http.StatusUnauthorized, msgBadSignature)
+			return
+		}
+		id, port = sb.id, strconv.Itoa(wire.EnvdPort)
+	}
 	if id != "" || port != "" {
 		if id == "" || port == "" {
 			writeAPIError(w, http.StatusBadRequest, "both E2b-Sandbox-Id and E2b-Sandbox-Port are required")
@@ -281,9 +317,16 @@ func (s *Server) reap() {
 		var expired []*sandbox
 		s.mu.Lock()
 		for _, sb := range s.sandboxes {
-			if now.After(sb.end) {
-				expired = append(expired, sb)
+			if !now.After(sb.end) || sb.paused {
+				continue
 			}
+			if sb.autoPause {
+				// As on E2B, an auto-paused sandbox waits for a
+				// connect; its deadline then starts again.
+				sb.paused = true
+				continue
+			}
+			expired = append(expired, sb)
 		}
 		s.mu.Unlock()
 		for _, sb := range expired {
@@ -303,6 +346,8 @@ func (s *Server) kill(ctx context.Context, sb *sandbox) error {
 	}
 	delete(s.sandboxes, sb.id)
 	s.mu.Unlock()
+	sb.markKilled()
+	sb.stopWatchers()
 	sb.killAll()
 	err := s.backend.Delete(ctx, sb.backendID)
 	if err != nil && !isKind(err, providers.ErrNotFound) {
@@ -360,11 +405,15 @@ func (s *Server) adopt(info providers.Info) *sandbox {
 	sb := &sandbox{
 		id: id, backendID: info.ID, template: info.Labels[labelTemplate], metadata: md,
 		token: s.tokenFor(id), started: started, end: end, user: info.Labels[labelUser],
-		procs: map[uint32]*process{}, nextPID: 1000,
+		procs: map[uint32]*process{}, nextPID: 1000, killed: make(chan struct{}),
+		autoPause: info.Labels[labelAutoPause] == "1",
 	}
 	s.sandboxes[id] = sb
 	return sb
 }
+
+// markKilled closes sb.killed once.
+func (sb *sandbox) markKilled() { sb.killedOnce.Do(func() { close(sb.killed) }) }
 
 // sameSecret compares a key, token or signature a client sent with the
 // expected one in constant time: comparing SHA-256 digests hides the length

@@ -53,6 +53,20 @@ type NewSandbox struct {
 	AutoPause           *bool `json:"autoPause,omitempty"`
 }
 
+// SandboxMetric is one sample of GET /sandboxes/{id}/metrics: CPU in
+// percent of CPUCount CPUs, memory and disk in bytes.
+type SandboxMetric struct {
+	Timestamp     time.Time `json:"timestamp"`
+	TimestampUnix int64     `json:"timestampUnix"`
+	CPUCount      int       `json:"cpuCount"`
+	CPUUsedPct    float64   `json:"cpuUsedPct"`
+	MemUsed       int64     `json:"memUsed"`
+	MemTotal      int64     `json:"memTotal"`
+	MemCache      int64     `json:"memCache"`
+	DiskUsed      int64     `json:"diskUsed"`
+	DiskTotal     int64     `json:"diskTotal"`
+}
+
 // Sandbox is the reply of create and connect.
 type Sandbox struct {
 	TemplateID         string  `json:"templateID"`

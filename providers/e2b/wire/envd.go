@@ -16,6 +16,11 @@ const (
 	ProcessStreamInput = "/process.Process/StreamInput"
 	ProcessSendSignal  = "/process.Process/SendSignal"
 	ProcessCloseStdin  = "/process.Process/CloseStdin"
+	ProcessUpdate      = "/process.Process/Update"
+	FSWatchDir         = "/filesystem.Filesystem/WatchDir"
+	FSCreateWatcher    = "/filesystem.Filesystem/CreateWatcher"
+	FSGetWatcherEvents = "/filesystem.Filesystem/GetWatcherEvents"
+	FSRemoveWatcher    = "/filesystem.Filesystem/RemoveWatcher"
 	FSStat             = "/filesystem.Filesystem/Stat"
 	FSListDir          = "/filesystem.Filesystem/ListDir"
 	FSMakeDir          = "/filesystem.Filesystem/MakeDir"
@@ -202,6 +207,106 @@ type EntryInfo struct {
 	Group         string     `json:"group,omitempty"`
 	ModifiedTime  *Timestamp `json:"modifiedTime,omitempty"`
 	SymlinkTarget *string    `json:"symlinkTarget,omitempty"`
+	// Metadata is the file's metadata: its extended attributes under
+	// MetadataXattrPrefix, without the prefix.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// MetadataXattrPrefix is the namespace of the extended attributes that
+// hold a file's metadata (X-Metadata-* headers of an upload).
+const MetadataXattrPrefix = "user.e2b."
+
+// HeaderMetadataPrefix starts the upload headers that carry metadata.
+const HeaderMetadataPrefix = "X-Metadata-"
+
+// UpdateRequest resizes a process's PTY.
+type UpdateRequest struct {
+	Process ProcessSelector `json:"process"`
+	PTY     *PTY            `json:"pty,omitempty"`
+}
+
+// WatchRequest is the body of WatchDir and CreateWatcher.
+type WatchRequest struct {
+	Path               string `json:"path"`
+	Recursive          bool   `json:"recursive,omitempty"`
+	IncludeEntry       bool   `json:"includeEntry,omitempty"`
+	AllowNetworkMounts bool   `json:"allowNetworkMounts,omitempty"`
+}
+
+// FilesystemEvent is one change in a watched directory: Name is the path
+// relative to the watched directory.
+type FilesystemEvent struct {
+	Name  string     `json:"name"`
+	Type  EventType  `json:"type"`
+	Entry *EntryInfo `json:"entry,omitempty"`
+}
+
+// WatchEvent is one message of the WatchDir stream (a oneof).
+type WatchEvent struct {
+	Start      *struct{}        `json:"start,omitempty"`
+	Filesystem *FilesystemEvent `json:"filesystem,omitempty"`
+	Keepalive  *struct{}        `json:"keepalive,omitempty"`
+}
+
+// CreateWatcherResponse names a new polling watcher.
+type CreateWatcherResponse struct {
+	WatcherID string `json:"watcherId"`
+}
+
+// WatcherRequest is the body of GetWatcherEvents and RemoveWatcher.
+type WatcherRequest struct {
+	WatcherID string `json:"watcherId"`
+}
+
+// GetWatcherEventsResponse holds the events since the last call.
+type GetWatcherEventsResponse struct {
+	Events []FilesystemEvent `json:"events"`
+}
+
+// EventType is envd's filesystem event enum, named on the wire.
+type EventType int32
+
+// Event types.
+const (
+	EventUnspecified EventType = 0
+	EventCreate      EventType = 1
+	EventWrite       EventType = 2
+	EventRemove      EventType = 3
+	EventRename      EventType = 4
+	EventChmod       EventType = 5
+)
+
+var eventTypeNames = []string{"EVENT_TYPE_UNSPECIFIED", "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE", "EVENT_TYPE_REMOVE", "EVENT_TYPE_RENAME", "EVENT_TYPE_CHMOD"}
+
+// MarshalJSON writes the enum name.
+func (t EventType) MarshalJSON() ([]byte, error) { return marshalNamed(int32(t), eventTypeNames) }
+
+// UnmarshalJSON accepts a name or a number.
+func (t *EventType) UnmarshalJSON(b []byte) error {
+	v, err := unmarshalNamed(b, eventTypeNames)
+	*t = EventType(v)
+	return err
+}
+
+// marshalNamed writes the name of v in names, or its number.
+func marshalNamed(v int32, names []string) ([]byte, error) {
+	name := ""
+	if v >= 0 && int(v) < len(names) {
+		name = names[v]
+	}
+	return marshalEnum(v, name)
+}
+
+// unmarshalNamed reads a name of names or a number.
+func unmarshalNamed(b []byte, names []string) (int32, error) {
+	return unmarshalEnum(b, func(name string) (int32, bool) {
+		for i, n := range names {
+			if n == name {
+				return int32(i), true
+			}
+		}
+		return 0, false
+	})
 }
 
 // FileType is envd's file type enum, named on the wire.
@@ -218,24 +323,11 @@ const (
 var fileTypeNames = []string{"FILE_TYPE_UNSPECIFIED", "FILE_TYPE_FILE", "FILE_TYPE_DIRECTORY", "FILE_TYPE_SYMLINK"}
 
 // MarshalJSON writes the enum name.
-func (t FileType) MarshalJSON() ([]byte, error) {
-	name := ""
-	if t >= 0 && int(t) < len(fileTypeNames) {
-		name = fileTypeNames[t]
-	}
-	return marshalEnum(int32(t), name)
-}
+func (t FileType) MarshalJSON() ([]byte, error) { return marshalNamed(int32(t), fileTypeNames) }
 
 // UnmarshalJSON accepts a name or a number.
 func (t *FileType) UnmarshalJSON(b []byte) error {
-	v, err := unmarshalEnum(b, func(name string) (int32, bool) {
-		for i, n := range fileTypeNames {
-			if n == name {
-				return int32(i), true
-			}
-		}
-		return 0, false
-	})
+	v, err := unmarshalNamed(b, fileTypeNames)
 	*t = FileType(v)
 	return err
 }
@@ -288,7 +380,8 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 
 // UploadedEntry is one element of the reply of POST /files.
 type UploadedEntry struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
