@@ -121,16 +121,24 @@ func serveRead(p string, rep *reporter, open func(string) (*os.File, error)) err
 	rep.send(statusMsg{Open: true})
 	if out, err := os.Stdout.Stat(); err == nil && out.Mode().IsRegular() {
 		// A host file (DownloadFile): copied in the kernel.
-		return sendAll(int(os.Stdout.Fd()), int(f.Fd()))
+		return sendAll(int(os.Stdout.Fd()), int(f.Fd()), nil)
 	}
 	_, err = io.CopyBuffer(os.Stdout, f, make([]byte, copyBuf))
 	return err
 }
 
-// sendAll copies the file in to out, from their offsets, until in ends.
-func sendAll(out, in int) error {
+// sendChunk is how much sendAll copies between two looks at abort: a
+// cancelled upload stops within one chunk's copy.
+const sendChunk = 16 << 20
+
+// sendAll copies the file in to out, from their offsets, until in ends, or
+// until abort (when not nil) says to stop, which returns errAborted.
+func sendAll(out, in int, abort func() bool) error {
 	for {
-		n, err := unix.Sendfile(out, in, nil, 1<<30)
+		if abort != nil && abort() {
+			return errAborted
+		}
+		n, err := unix.Sendfile(out, in, nil, sendChunk)
 		switch {
 		case err == unix.EINTR:
 		case err != nil:
@@ -195,12 +203,7 @@ func serveWrite(req *fileRequest, ctl *bufio.Reader) error {
 	if err != nil {
 		return err
 	}
-	if req.Direct {
-		// A host file (UploadFile): copied in the kernel, to its end.
-		err = sendAll(int(f.Fd()), 0)
-	} else {
-		err = copyStdin(f)
-	}
+	err = fillTemp(f, req)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -222,6 +225,16 @@ func serveWrite(req *fileRequest, ctl *bufio.Reader) error {
 		_ = os.Remove(tmp)
 	}
 	return err
+}
+
+// fillTemp copies the input of the write req into its temporary file f:
+// a host file (UploadFile, req.Direct) in the kernel, stopping early once
+// the host aborts; else the input stream.
+func fillTemp(f *os.File, req *fileRequest) error {
+	if req.Direct {
+		return sendAll(int(f.Fd()), 0, func() bool { return aborted(ctlFD) })
+	}
+	return copyStdin(f)
 }
 
 // copyStdin copies the input stream of a write into f.

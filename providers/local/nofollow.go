@@ -454,11 +454,7 @@ func (s strictFS) write(req *fileRequest, ctl *bufio.Reader) error {
 		return &os.PathError{Op: "open", Path: path.Join(dir, tmp), Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path.Join(dir, tmp))
-	if req.Direct {
-		err = sendAll(int(f.Fd()), 0)
-	} else {
-		err = copyStdin(f)
-	}
+	err = fillTemp(f, req)
 	if err == nil {
 		// The mode given wins over the umask.
 		err = f.Chmod(mode.Perm())
