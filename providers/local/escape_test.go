@@ -994,7 +994,7 @@ func TestEscapeUnprivileged(t *testing.T) {
 	}
 	runUnprivileged(t, []string{probeEnvVar + "=" + buildProbe(t)}, "TestEscape", "TestHostSecretsInvisible", "TestEscapeOracleBwrap", "TestWeakMode", "TestInstallsPersist",
 		"TestStateDirHidden", "TestVarTmpPrivateInOldSandbox", "TestMountinfoHidesStatePaths", "TestDeleteEndsRunningCommands",
-		"TestUsers", "TestMachineRefusesOtherUsers", "TestDiskQuota", "TestDiskQuotaDefied", "TestWeakDeleteEndsCommands", "TestWeakStateDirHidden")
+		"TestUsers", "TestMachineRefusesOtherUsers", "TestDiskQuota", "TestDiskQuotaDefied", "TestWeakDeleteEndsCommands", "TestWeakStateDirHidden", "TestStateRemovableByOwner")
 }
 
 // unprivUID is the unprivileged user the root run switches to.

@@ -3,6 +3,8 @@
 package local
 
 import (
+	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -33,5 +35,35 @@ func TestLegacyLayoutAdopted(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dir, name)); !os.IsNotExist(err) {
 			t.Errorf("%s still beside the root layer: %v", name, err)
 		}
+	}
+}
+
+// TestStateRemovableByOwner (issue 15, a newcomer's first hour): the
+// directories overlayfs makes in the work slots are left open to their
+// owner, so that a user can remove the whole state directory with rm -rf
+// (TestEscapeUnprivileged runs this test as an unprivileged user, where
+// the removal itself is the check).
+func TestStateRemovableByOwner(t *testing.T) {
+	p := newTestProvider(t)
+	info, err := p.Create(context.Background(), providers.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, p, info.ID, "echo x > /workspace/f")
+	stopSandbox(t, p, info.ID)
+	err = filepath.WalkDir(filepath.Join(p.dir, workPool), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := d.Info(); err == nil && d.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
+			t.Errorf("%s is %v: its owner cannot remove what it holds", path, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		t.Errorf("removing the state directory as its owner: %v", err)
 	}
 }

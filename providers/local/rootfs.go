@@ -180,6 +180,7 @@ func mountRootLayer(root string, cfg *initConfig) error {
 		return &setupError{err: fmt.Errorf("the sandbox's root overlay: %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", err),
 			unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
 	}
+	openWork(l.Work)
 	return unix.Chmod(root, 0o755)
 }
 
@@ -225,7 +226,20 @@ func mountOverlay(root string, l mountLayer, cfg *initConfig) error {
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("overlay of the host's /%s (upper layer %s): %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", l.Name, l.Upper, err)
 	}
+	openWork(l.Work)
 	return nil
+}
+
+// openWork gives the directories overlayfs made in the work directory
+// work (mode 000: work, and incompat/volatile for a volatile mount) to
+// their owner, who can then list and remove them: otherwise an
+// unprivileged user's `rm -rf` of the state directory fails on them.
+// overlayfs works in them with its mounter's credentials, whatever their
+// mode.
+func openWork(work string) {
+	for _, d := range []string{"work", "work/incompat", "work/incompat/volatile"} {
+		_ = unix.Chmod(filepath.Join(work, d), 0o700)
+	}
 }
 
 // retireWork clears the way for a new mount in the work directory work.
