@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/sandbox/providers"
@@ -66,4 +67,23 @@ func TestStateRemovableByOwner(t *testing.T) {
 	if err := os.RemoveAll(p.dir); err != nil {
 		t.Errorf("removing the state directory as its owner: %v", err)
 	}
+}
+
+// TestLongStateDir (issue 15): a state directory whose path alone passes
+// the 108 bytes of a Unix socket's address works: the machine's socket is
+// reached by a short relative name.
+func TestLongStateDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("long-directory-name-", 8))
+	p, err := New(providers.Config{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeTree(dir) })
+	id := newSandbox(t, p, providers.Spec{})
+	mustRun(t, p, id, "echo x > /tmp/x")
+	if got := mustRun(t, p, id, "cat /tmp/x"); got != "x\n" {
+		t.Errorf("the machine's /tmp: %q", got)
+	}
+	stopSandbox(t, p, id)
+	mustRun(t, p, id, "true")
 }
