@@ -915,3 +915,29 @@ func TestSeccompSignalRules(t *testing.T) {
 		}
 	}
 }
+
+// TestStopFollowsContext: a stop whose context ends during the grace
+// period given to processes that ignore SIGTERM kills the machine at once
+// and returns the context's error, instead of waiting the grace out.
+func TestStopFollowsContext(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	mustRun(t, p, id, "sh -c 'trap \"\" TERM; while :; do sleep 1; done' >/dev/null 2>&1 &")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := p.Stop(ctx, id)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop with a context that ends: %v", err)
+	}
+	if took >= stopGrace {
+		t.Errorf("Stop took %v, the whole grace period (%v)", took, stopGrace)
+	}
+	if _, alive := liveMachine(filepath.Join(p.dir, id)); alive {
+		t.Errorf("the machine still runs after the stop")
+	}
+	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
+		t.Errorf("after the stop: %q", got)
+	}
+}

@@ -392,7 +392,7 @@ func writeAll(w io.Writer, b []byte) error {
 // stopMachine stops the sandbox's machine: its processes get SIGTERM,
 // then SIGKILL after grace, and the init exits. A machine that does not
 // answer is killed.
-func (p *Provider) stopMachine(dir string, grace time.Duration) error {
+func (p *Provider) stopMachine(ctx context.Context, dir string, grace time.Duration) error {
 	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -407,14 +407,20 @@ func (p *Provider) stopMachine(dir string, grace time.Duration) error {
 		return nil
 	}
 	if c, err := p.dialMachine(dir); err == nil {
-		r, _ := p.ask(c, machineRequest{Op: reqStop, GraceNS: int64(grace)}, nil)
+		// A context that ends during the grace period ends the wait:
+		// the machine is then killed at once.
+		done := context.AfterFunc(ctx, func() { c.Close() })
+		_, _ = p.ask(c, machineRequest{Op: reqStop, GraceNS: int64(grace)}, nil)
+		done()
 		c.Close()
-		_ = r
 	}
 	// The init unlinks its record as it retires: the one read before
 	// names it, so the stop returns only once it has ended.
 	defer os.Remove(filepath.Join(dir, machinePidFile))
-	return killRecorded(rec)
+	if err := killRecorded(rec); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // killMachine kills the sandbox's machine at once, if it runs, and waits
@@ -678,8 +684,8 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 }
 
 // Stop ends every process of the sandbox (SIGTERM, then SIGKILL after a
-// grace period) and its machine; its files stay. Stopping a stopped
-// sandbox does nothing.
+// grace period, or as soon as ctx ends, which Stop then returns) and its
+// machine; its files stay. Stopping a stopped sandbox does nothing.
 func (p *Provider) Stop(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -688,7 +694,7 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.stopMachine(dir, stopGrace); err != nil {
+	if err := p.stopMachine(ctx, dir, stopGrace); err != nil {
 		return fmt.Errorf("local: stop sandbox %s: %w", id, err)
 	}
 	// Under the machine lock, and only while the sandbox is still
