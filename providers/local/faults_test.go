@@ -922,7 +922,7 @@ func TestSeccompSignalRules(t *testing.T) {
 func TestStopFollowsContext(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	mustRun(t, p, id, "sh -c 'trap \"\" TERM; while :; do sleep 1; done' >/dev/null 2>&1 &")
+	mustRun(t, p, id, "sh -c 'trap \"\" TERM; touch /tmp/trapped; while :; do sleep 1; done' >/dev/null 2>&1 & while [ ! -e /tmp/trapped ]; do sleep 0.05; done")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
