@@ -359,10 +359,13 @@ func fdsOf(files []*os.File) []int {
 // previous mount left; SETUID and SETGID pass on to the runners, which
 // keep them until they become their operation's user when the sandbox
 // maps a range of ids (initConfig.SetID; with one id they can name no
-// other). All are dropped before any sandboxed code runs.
+// other); CHOWN to give a user the sandbox made for it (create --user)
+// its home and /workspace; SYS_RESOURCE for the disk quota's cut-off to
+// reach the processes of other users (see confineFiles). All are dropped
+// before any sandboxed code runs.
 func initAmbientCaps() []uintptr {
 	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP,
-		unix.CAP_SETUID, unix.CAP_SETGID}
+		unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_CHOWN, unix.CAP_SYS_RESOURCE}
 }
 
 // outPipeSize is the capacity asked for the pipes that carry an operation's

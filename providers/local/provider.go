@@ -415,6 +415,9 @@ func (p *Provider) populate(dir string) error {
 	if err := os.Chmod(p.homePath(dir), 0o700); err != nil {
 		return err
 	}
+	if err := p.ownAccounts(dir); err != nil {
+		return err
+	}
 	// The sandbox names itself: /etc/hostname, from the base layer or
 	// else in its own layer.
 	if base, _ := p.etcBaseDir(); base != "" {
@@ -425,6 +428,28 @@ func (p *Provider) populate(dir string) error {
 			if err := os.WriteFile(filepath.Join(dir, upperDir, "etc", "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// ownAccounts gives the sandbox in dir copies of the host's /etc/passwd
+// and /etc/group in its /etc layer when an unprivileged user's
+// subordinate ids map its root: the host's files belong to the host's
+// root, unmapped inside, so not even the sandbox's root could add a user
+// (create --user) to them; copies of the invoking user's belong to an id
+// mapped inside, which its root may write.
+func (p *Provider) ownAccounts(dir string) error {
+	if p.uid == 0 || !p.uids.ranged() || !slices.ContainsFunc(p.layers, func(l layer) bool { return l.Name == "etc" }) {
+		return nil
+	}
+	for _, name := range []string{"passwd", "group"} {
+		b, err := os.ReadFile(filepath.Join("/etc", name))
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, upperDir, "etc", name), b, 0o644); err != nil {
+			return err
 		}
 	}
 	return nil

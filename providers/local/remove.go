@@ -3,6 +3,7 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -117,8 +118,20 @@ func (p *Provider) startReaper(trash string) {
 		// Its own session: a Ctrl-C at the terminal is not for it.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
+	// An unprivileged user's sandboxes that map subordinate ids hold
+	// files of those ids, which the user may not remove: the reaper
+	// then works in a user namespace of the same mapping, where it may.
+	mapped := p.uid != 0 && p.uids.ranged() && p.uids.tool != ""
+	if mapped {
+		cmd.SysProcAttr.Cloneflags = unix.CLONE_NEWUSER
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER}
+	}
 	if err := cmd.Start(); err != nil {
 		return // the next delete starts one
+	}
+	if mapped {
+		// On failure the reaper, unmapped, removes what the user may.
+		_ = writeIDMaps(cmd.Process.Pid, p.uids, p.gids)
 	}
 	// A long-lived caller (the TUI, serve) reaps it; a short one exits
 	// first and leaves it to the system.
@@ -133,6 +146,7 @@ func runReaper(trash string) int {
 	// Background work: it yields the CPU to whatever runs in the
 	// foreground.
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, 10)
+	awaitIDMap()
 	lock, err := os.OpenFile(filepath.Join(trash, trashLock), os.O_RDWR, 0)
 	if err != nil {
 		return 1
@@ -160,6 +174,19 @@ func runReaper(trash string) int {
 		if !fresh {
 			return 0
 		}
+	}
+}
+
+// awaitIDMap waits, for a reaper started in a user namespace of its own
+// (see startReaper), until the host has written its mapping, or a while.
+func awaitIDMap() {
+	deadline := time.Now().Add(idToolTimeout)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile("/proc/self/uid_map")
+		if err != nil || len(bytes.TrimSpace(b)) > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

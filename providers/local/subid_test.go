@@ -351,4 +351,24 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 	if !errors.Is(err, providers.ErrInvalid) || !strings.Contains(err.Error(), "maps only the ids 0-65535") {
 		t.Errorf("user 70000: %v; want ErrInvalid naming the mapped ids", err)
 	}
+	// A sandbox made for a user of its own (create --user): the init
+	// adds it to /etc/passwd and /etc/group, which belong to the host's
+	// root, unmapped here, so the sandbox starts with copies of its own.
+	info, err := p.Create(ctx, providers.Spec{User: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := info.ID
+	if got := mustRun(t, p, named, "id -un; echo $HOME; touch ~/f /workspace/g && echo ok"); got != "tester\n/home/tester\nok\n" {
+		t.Errorf("a sandbox of user tester: %q", got)
+	}
+	if got := mustRun(t, p, named, "grep -c '^tester:' /etc/passwd /etc/group", func(r *providers.ExecRequest) { r.User = "0" }); got != "/etc/passwd:1\n/etc/group:1\n" {
+		t.Errorf("user tester in the sandbox's files: %q", got)
+	}
+	// Its files belong to subordinate ids, which the user may not
+	// remove: the reaper removes them in a user namespace that maps them.
+	if err := p.Delete(ctx, named); err != nil {
+		t.Fatal(err)
+	}
+	waitTrashEmpty(t, p)
 }

@@ -486,7 +486,9 @@ func ensureUser(name string) error {
 		return nil
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(providers.DefaultWorkdir, &st); err == nil && st.Uid == 0 {
+	// /workspace is made by the host: root's inside when the host's root
+	// made it, else the invoking user's, which is the init's own id.
+	if err := unix.Stat(providers.DefaultWorkdir, &st); err == nil && (st.Uid == 0 || int(st.Uid) == os.Getuid()) {
 		if err := unix.Chown(providers.DefaultWorkdir, u.uid, u.gid); err != nil {
 			return fmt.Errorf("give %s to user %s: %w", providers.DefaultWorkdir, name, err)
 		}
