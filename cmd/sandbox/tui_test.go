@@ -447,8 +447,17 @@ func TestTUITypingNeverApproves(t *testing.T) {
 	os.WriteFile(policy, []byte("allow: [\"exec:sleep *\"]\n"), 0o644)
 	s, _ := tuiSession(t, c, "--policy "+policy)
 	s.typeLine("/run " + plan)
-	// The dialog opens about a second in, while these keys are typed.
-	s.typeSlowly("hello you there, yes seen any")
+	s.waitFor("step 1/2")
+	// The dialog opens about a second in: keys typed at a person's pace
+	// until it is open (however long a loaded machine takes), and more.
+	text := "hello you there, yes seen any "
+	for i := 0; !strings.Contains(s.screen(), "$ touch /workspace/DANGER"); i++ {
+		if i == 600 {
+			t.Fatalf("the dialog never opened:\n%s", s.screen())
+		}
+		s.typeSlowly(text[i%len(text) : i%len(text)+1])
+	}
+	s.typeSlowly("yes, all and done")
 	s.send("Enter")
 	time.Sleep(keyDelay)
 	s.typeLike("/quit")
