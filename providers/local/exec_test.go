@@ -367,7 +367,9 @@ func TestIsolationView(t *testing.T) {
 		{"no-tty", "(: > /dev/tty) 2>/dev/null && echo tty || echo none", "none\n"},
 		{"tmp-writable", "echo x > /tmp/f && cat /tmp/f", "x\n"},
 		{"devnull", "echo x > /dev/null && echo ok", "ok\n"},
-		{"run-empty", "ls -A /run | wc -l", "0\n"},
+		// (libmount, run by the mount check beside, may make
+		// /run/mount for its table.)
+		{"run-empty", "ls -A /run | grep -vx mount | wc -l", "0\n"},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
