@@ -92,22 +92,9 @@ func zombie(pid int) bool {
 // mountHolders lists the host pids whose mount table still names the
 // sandbox's directory (its overlays' layers, its binds).
 func (m machineNS) mountHolders() []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
-		if err != nil {
-			continue
-		}
-		if bytes.Contains(b, []byte("/"+m.sandbox+"/")) || bytes.Contains(b, []byte(m.sandbox+"/upper")) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return hostProcesses("mountinfo", func(_ int, b []byte) bool {
+		return bytes.Contains(b, []byte("/"+m.sandbox+"/")) || bytes.Contains(b, []byte(m.sandbox+"/upper"))
+	})
 }
 
 // assertSandboxGone checks that nothing of the sandbox m is left on the

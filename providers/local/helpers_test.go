@@ -5,7 +5,9 @@ package local
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +101,22 @@ func writeString(t testing.TB, p *Provider, id, path, data string) {
 	if err := p.WriteFile(context.Background(), id, path, strings.NewReader(data), 0o644); err != nil {
 		t.Fatalf("WriteFile(%s): %v", path, err)
 	}
+}
+
+// hostProcesses lists the host pids whose /proc/PID/file (readable) matches.
+func hostProcesses(file string, match func(pid int, b []byte) bool) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/" + file); err == nil && match(pid, b) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // waitTrashEmpty waits until the reaper has removed every deleted tree.

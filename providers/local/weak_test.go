@@ -3,6 +3,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -220,19 +221,10 @@ func TestNoUserNamespaces(t *testing.T) {
 // markedProcesses lists the live host processes whose command line holds
 // mark.
 func markedProcesses(mark string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if state, _, err := procStat(pid); err == nil && state != 'Z' && strings.Contains(string(b), mark) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return hostProcesses("cmdline", func(pid int, b []byte) bool {
+		state, _, err := procStat(pid)
+		return err == nil && state != 'Z' && bytes.Contains(b, []byte(mark))
+	})
 }
 
 // TestWeakDeleteEndsCommands (issue 13, item 12, in the weak mode, which
