@@ -775,7 +775,7 @@ func checkKillTree(t *testing.T, e *escapeEnv, id, tok string) {
 	// Until the kernel has ended the whole sandbox (a loaded machine
 	// takes a while), the init still counts as running.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, alive := liveMachine(filepath.Join(e.p.dir, id)); !alive {
+		if state, start, err := procStat(rec.pid); err != nil || state == 'Z' || start != rec.start {
 			break
 		}
 	}
