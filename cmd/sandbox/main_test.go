@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/agentbox/sandbox/internal/events"
+	"github.com/agentbox/sandbox/internal/events/eventstest"
 	"github.com/agentbox/sandbox/providers/local"
 )
 
@@ -41,9 +45,61 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("SERVE_ADDR", ln.Addr().String())
+			// Every event the script had recorded in the audit log
+			// follows the schema.
+			audit := filepath.Join(env.WorkDir, ".state", "sandbox", "audit.jsonl")
+			env.Defer(func() {
+				data, err := os.ReadFile(audit)
+				if err != nil {
+					return // the script ran no call
+				}
+				if _, err := checkEvents(data); err != nil {
+					env.T().Fatal("audit log: ", err)
+				}
+			})
 			return ln.Close()
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// events checks that stdout is an event stream (package
+			// events): every line follows the schema, run.started comes
+			// first and run.completed or run.failed last.
+			"events": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 0 {
+					ts.Fatalf("usage: events")
+				}
+				evs, err := checkEvents([]byte(ts.ReadFile("stdout")))
+				if err != nil {
+					ts.Fatalf("%v", err)
+				}
+				if len(evs) < 2 || evs[0].Type != events.RunStarted || (evs[len(evs)-1].Type != events.RunCompleted && evs[len(evs)-1].Type != events.RunFailed) {
+					ts.Fatalf("not one run from run.started to its end:\n%s", ts.ReadFile("stdout"))
+				}
+			},
+			// events-apart A B DURATION checks that in the events on
+			// stdout the call.output holding B came at least DURATION
+			// after the one holding A: output streamed while it ran.
+			"events-apart": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: events-apart A B DURATION")
+				}
+				min, err := time.ParseDuration(args[2])
+				ts.Check(err)
+				evs, err := checkEvents([]byte(ts.ReadFile("stdout")))
+				ts.Check(err)
+				var a, b time.Time
+				for _, ev := range evs {
+					switch {
+					case ev.Type != events.CallOutput:
+					case strings.Contains(ev.Data, args[0]) && a.IsZero():
+						a = ev.Time
+					case strings.Contains(ev.Data, args[1]) && b.IsZero():
+						b = ev.Time
+					}
+				}
+				if a.IsZero() || b.IsZero() || b.Sub(a) < min {
+					ts.Fatalf("call.output %q at %v and %q at %v: not %v apart", args[0], a, args[1], b, min)
+				}
+			},
 			// setenv-stdout NAME sets NAME to the trimmed stdout of the
 			// previous command (e.g. the id printed by `sandbox create`).
 			"setenv-stdout": func(ts *testscript.TestScript, neg bool, args []string) {
@@ -101,4 +157,28 @@ func (c cleanupBinary) Run() int {
 	defer os.RemoveAll(dir)
 	os.Setenv(binDirEnv, dir)
 	return c.m.Run()
+}
+
+// checkEvents validates JSON Lines of events against the schema of
+// package events and returns them decoded.
+func checkEvents(data []byte) ([]events.Event, error) {
+	v, err := eventstest.Compile()
+	if err != nil {
+		return nil, err
+	}
+	var out []events.Event
+	for line := range strings.Lines(string(data)) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if err := v.Line([]byte(line)); err != nil {
+			return nil, err
+		}
+		var ev events.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", line, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
 }

@@ -11,70 +11,53 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/sandbox/internal/events"
 	"github.com/agentbox/sandbox/internal/output"
 )
 
 // Event types.
 const (
+	// EventRequested is sent when a request reaches the gate, before it is
+	// decided.
+	EventRequested = "requested"
 	// EventDecision is sent once a request is allowed or denied.
 	EventDecision = "decision"
 	// EventOperation is sent once an allowed operation has finished.
 	EventOperation = "operation"
 )
 
-// Event is what the Gate reports to GateOptions.OnEvent and what `--json`
-// runs print, one JSON object a line. Field names are snake_case and
-// stable. Secrets are already masked.
+// Event is what the Gate reports to GateOptions.OnEvent, in process (the
+// TUI); Public turns it into the events of the schema that `--json` runs
+// print and the audit log records. Secrets are already masked.
 type Event struct {
-	// Type is EventDecision or EventOperation.
-	Type     string    `json:"type"`
-	Time     time.Time `json:"time"`
-	Request  Request   `json:"request"`
-	Decision Decision  `json:"decision"`
+	// Type is EventRequested, EventDecision or EventOperation.
+	Type string
+	Time time.Time
+	// CallID names the call; its events share it.
+	CallID string
+	// Step and Line place a call made for a step of a plan (WithStep).
+	Step, Line int
+	Request    Request
+	// Decision is the decision (decision and operation events).
+	Decision Decision
 	// ExitCode is the status of an exec that ran (operation events only).
-	ExitCode *int `json:"exit_code,omitempty"`
+	ExitCode *int
 	// Error is the operation's error, or why a request was not decided.
-	Error string `json:"error,omitempty"`
+	Error string
 	// Duration is how long the operation ran (operation events only);
-	// DurationMS is the same in milliseconds, for JSON.
-	Duration   time.Duration `json:"-"`
-	DurationMS int64         `json:"duration_ms"`
+	// DurationMS is the same in milliseconds.
+	Duration   time.Duration
+	DurationMS int64
+
+	// denial is the message of a denied request; cancelled is set when
+	// Error is an interrupt.
+	denial    string
+	cancelled bool
 }
 
-// AuditRecord is one line of the audit log: a request, its decision and,
-// when it ran, its outcome.
-type AuditRecord struct {
-	Time time.Time `json:"time"`
-	// Source is who asked (user, script, agent, mcp, setup).
-	Source   Source `json:"source"`
-	Kind     Kind   `json:"kind"`
-	Target   string `json:"target"`
-	Dest     string `json:"dest,omitempty"`
-	Provider string `json:"provider"`
-	Sandbox  string `json:"sandbox"`
-	// Resolved and ResolvedDest are where Target and Dest led inside the
-	// sandbox, when a symlink made them differ (Details.Resolved).
-	Resolved     string `json:"resolved,omitempty"`
-	ResolvedDest string `json:"resolved_dest,omitempty"`
-	// Decision is "allow" or "deny".
-	Decision string `json:"decision"`
-	By       string `json:"by"`
-	Rule     string `json:"rule,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	// Phase is "started" for the record an allowed operation gets before
-	// it runs when the audit is required (GateOptions.AuditRequired); it
-	// is empty on the record of a request's outcome.
-	Phase string `json:"phase,omitempty"`
-	// Background is set for an exec that started its command detached
-	// (it has no exit code here: `sandbox logs` reports it).
-	Background bool `json:"background,omitempty"`
-	// ExitCode is set for an exec that ran.
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	Error      string `json:"error,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
-}
-
-// AuditLog appends AuditRecords to a file as JSON Lines.
+// AuditLog appends the call events of package events to a file as JSON
+// Lines: a call's call.requested and call.decided when it is decided, its
+// call.completed when it has run (or, denied, with its decision).
 //
 // Each record is written with exactly one write(2) on a file opened with
 // O_APPEND, under an exclusive flock(2) of the file that every sandbox
@@ -130,17 +113,20 @@ func (a *AuditLog) Path() string {
 	return a.path
 }
 
-// Write appends one record as one line. It is safe for concurrent use. The
-// first error is also kept for Err.
-func (a *AuditLog) Write(rec AuditRecord) error {
-	if a == nil {
+// Write appends evs, one line each, as one record. It is safe for
+// concurrent use. The first error is also kept for Err.
+func (a *AuditLog) Write(evs ...events.Event) error {
+	if a == nil || len(evs) == 0 {
 		return nil
 	}
-	line, err := output.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+	var line []byte
+	for _, ev := range evs {
+		b, err := output.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		line = append(append(line, b...), '\n')
 	}
-	line = append(line, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agentbox/sandbox/internal/events"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,7 @@ func TestAuditWriteFailures(t *testing.T) {
 			a := &AuditLog{f: tt.file, path: "audit.jsonl"}
 			errs := 0
 			for range tt.records {
-				if err := a.Write(AuditRecord{Kind: KindExec, Target: "ls", Decision: "allow"}); err != nil {
+				if err := a.Write(events.Event{Type: events.CallRequested, Kind: "exec", Target: "ls"}); err != nil {
 					if !errors.Is(err, syscall.ENOSPC) || !strings.HasPrefix(err.Error(), "audit audit.jsonl: write: ") {
 						t.Fatalf("error = %v", err)
 					}
@@ -116,7 +117,7 @@ func TestAuditWriteFailures(t *testing.T) {
 				t.Fatalf("%d lines, want %d: %q", len(lines), tt.wantLines, data)
 			}
 			for _, l := range lines {
-				var rec AuditRecord
+				var rec events.Event
 				if err := json.Unmarshal([]byte(l), &rec); err != nil {
 					t.Fatalf("bad line %q: %v", l, err)
 				}
@@ -146,7 +147,7 @@ func TestAuditRepairsTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, target := range []string{"first", "second"} {
-				if err := a.Write(AuditRecord{Kind: KindExec, Target: target, Decision: "allow"}); err != nil {
+				if err := a.Write(events.Event{Type: events.CallRequested, Kind: "exec", Target: target}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -164,7 +165,7 @@ func TestAuditRepairsTornTail(t *testing.T) {
 				t.Fatalf("want two records after the torn line, got %q", rest)
 			}
 			for i, want := range []string{"first", "second"} {
-				var rec AuditRecord
+				var rec events.Event
 				if err := json.Unmarshal([]byte(lines[i]), &rec); err != nil || rec.Target != want {
 					t.Fatalf("record %d = %q (%v)", i, lines[i], err)
 				}
@@ -188,7 +189,7 @@ func TestAuditDevFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if err := a.Write(AuditRecord{Kind: KindExec}); !errors.Is(err, syscall.ENOSPC) {
+	if err := a.Write(events.Event{Type: events.CallRequested, Kind: "exec"}); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("error = %v, want ENOSPC", err)
 	}
 }
@@ -203,13 +204,13 @@ func TestGateAuditRequired(t *testing.T) {
 		ran     bool
 		wantErr string // "" for none
 		wantRan bool   // AuditError.Ran
-		// wantPhases are the phases of the records written.
-		wantPhases []string
+		// wantTypes are the types of the events written.
+		wantTypes []string
 	}{
 		{"not required, disk full: runs unaudited", &memFile{okWrites: 0}, false, true, "", false, nil},
-		{"required, disk fine: started then outcome", &memFile{okWrites: -1}, true, true, "", false, []string{"started", ""}},
+		{"required, disk fine: started then outcome", &memFile{okWrites: -1}, true, true, "", false, []string{events.CallRequested, events.CallDecided, events.CallCompleted}},
 		{"required, disk full: refused", &memFile{okWrites: 0}, true, false, "refused exec \"echo hi\": the audit log cannot be written", false, nil},
-		{"required, full after the start: ran, error", &memFile{okWrites: 1}, true, true, "exec \"echo hi\" ran, but the audit log could not record it", true, []string{"started"}},
+		{"required, full after the start: ran, error", &memFile{okWrites: 1}, true, true, "exec \"echo hi\" ran, but the audit log could not record it", true, []string{events.CallRequested, events.CallDecided}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,16 +238,16 @@ func TestGateAuditRequired(t *testing.T) {
 					t.Fatal("an audit failure is not a denial")
 				}
 			}
-			var phases []string
+			var types []string
 			for l := range strings.Lines(tt.file.String()) {
-				var rec AuditRecord
+				var rec events.Event
 				if err := json.Unmarshal([]byte(l), &rec); err != nil {
 					t.Fatalf("bad line %q", l)
 				}
-				phases = append(phases, rec.Phase)
+				types = append(types, rec.Type)
 			}
-			if strings.Join(phases, ",") != strings.Join(tt.wantPhases, ",") {
-				t.Fatalf("phases %q, want %q:\n%s", phases, tt.wantPhases, tt.file.String())
+			if strings.Join(types, ",") != strings.Join(tt.wantTypes, ",") {
+				t.Fatalf("types %q, want %q:\n%s", types, tt.wantTypes, tt.file.String())
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -79,7 +80,7 @@ func FuzzPolicyYAML(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParsePolicy("fuzz.yaml", data)
 		if err != nil {
-			if !IsPolicyError(err) {
+			if pe := (*PolicyError)(nil); !errors.As(err, &pe) {
 				t.Fatalf("error of type %T: %v", err, err)
 			}
 			return

@@ -1,12 +1,13 @@
 package approval
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	ev "github.com/agentbox/sandbox/internal/events"
+	"github.com/agentbox/sandbox/internal/events/eventstest"
 	"io"
 	"io/fs"
 	"os"
@@ -443,7 +444,7 @@ func TestGateSessionRules(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			asks++
-			return Decision{Allow: true, SessionRule: SuggestRule(req)}, nil
+			return Decision{Allow: true, SessionRule: strings.Join(SuggestRules(req), ", ")}, nil
 		}),
 	})
 	ctx := WithSource(context.Background(), SourceAgent)
@@ -675,7 +676,7 @@ func TestGateGrepFallback(t *testing.T) {
 			}
 			// One list decision, not an exec one: the exec is the
 			// implementation of an approved grep.
-			if len(events) != 2 || events[0].Request.Kind != KindList {
+			if len(events) != 3 || events[0].Request.Kind != KindList || events[2].Type != EventOperation {
 				t.Fatalf("events = %+v", events)
 			}
 		})
@@ -773,53 +774,48 @@ func TestGateAuditAndMask(t *testing.T) {
 	if bytes.Contains(data, []byte("s3cret")) {
 		t.Fatalf("secret in audit log:\n%s", data)
 	}
-	var recs []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("bad line %q: %v", sc.Text(), err)
-		}
-		recs = append(recs, m)
+	recs := eventstest.New(t).Lines(t, data)
+	var kinds []string
+	for _, r := range recs {
+		kinds = append(kinds, r.Type+"/"+r.Status)
 	}
-	if len(recs) != 3 {
-		t.Fatalf("got %d records, want 3:\n%s", len(recs), data)
+	want := []string{
+		"call.requested/", "call.decided/", "call.completed/failed",
+		"call.requested/", "call.decided/", "call.completed/denied",
+		"call.requested/", "call.decided/", "call.completed/error",
 	}
-	for _, key := range []string{"time", "source", "kind", "target", "provider", "sandbox", "decision", "by", "duration_ms"} {
-		if _, ok := recs[0][key]; !ok {
-			t.Errorf("record lacks %q: %v", key, recs[0])
-		}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("audit events %v, want %v:\n%s", kinds, want, data)
 	}
 	checks := []struct {
-		rec  map[string]any
-		key  string
-		want any
+		name      string
+		got, want any
 	}{
-		{recs[0], "decision", "allow"},
-		{recs[0], "target", "echo ***"},
-		{recs[0], "exit_code", 7.0},
-		{recs[0], "duration_ms", 250.0},
-		{recs[0], "rule", `policy.yaml:2: allow "exec:echo *"`},
-		{recs[0], "source", "agent"},
-		{recs[0], "provider", "fake"},
-		{recs[0], "sandbox", "sb"},
-		{recs[1], "decision", "deny"},
-		{recs[1], "by", "policy"},
-		{recs[1], "target", "curl -H 'token: ***' x"},
-		{recs[2], "kind", "read"},
-		{recs[2], "target", "/workspace/***.txt"},
-		{recs[2], "decision", "allow"},
+		{"exec target", recs[0].Target, "echo ***"},
+		{"exec source", recs[0].Source, "agent"},
+		{"exec provider", recs[0].Provider, "fake"},
+		{"exec sandbox", recs[0].SandboxID, "sb"},
+		{"exec allowed", *recs[1].Allow, true},
+		{"exec rule", recs[1].Rule, `policy.yaml:2: allow "exec:echo *"`},
+		{"exec exit code", *recs[2].ExitCode, 7},
+		{"exec duration", *recs[2].DurationMS, int64(250)},
+		{"one call id", recs[2].CallID, recs[0].CallID},
+		{"curl target", recs[3].Target, "curl -H 'token: ***' x"},
+		{"curl denied", *recs[4].Allow, false},
+		{"curl by", recs[4].By, "policy"},
+		{"read kind", recs[6].Kind, "read"},
+		{"read target", recs[6].Target, "/workspace/***.txt"},
 	}
 	for _, c := range checks {
-		if c.rec[c.key] != c.want {
-			t.Errorf("%s = %v, want %v", c.key, c.rec[c.key], c.want)
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if e, ok := recs[2]["error"].(string); !ok || !strings.Contains(e, "not found") || strings.Contains(e, "s3cret") {
-		t.Errorf("error = %v", recs[2]["error"])
+	if e := recs[8].Error; !strings.Contains(e, "not found") || strings.Contains(e, "s3cret") {
+		t.Errorf("error = %v", e)
 	}
 
-	// Events: decision, operation, decision (deny), decision, operation.
+	// In process: requested, decision, operation for each call.
 	var types []string
 	for _, e := range events {
 		types = append(types, e.Type)
@@ -827,14 +823,11 @@ func TestGateAuditAndMask(t *testing.T) {
 			t.Errorf("secret in event %s", b)
 		}
 	}
-	if want := []string{"decision", "operation", "decision", "decision", "operation"}; !slices.Equal(types, want) {
+	if want := []string{"requested", "decision", "operation", "requested", "decision", "requested", "decision", "operation"}; !slices.Equal(types, want) {
 		t.Fatalf("event types = %v, want %v", types, want)
 	}
-	b, _ := json.Marshal(events[1])
-	for _, key := range []string{`"type":"operation"`, `"exit_code":7`, `"duration_ms":250`, `"request":{`, `"decision":{"allow":true`} {
-		if !bytes.Contains(b, []byte(key)) {
-			t.Errorf("event %s lacks %s", b, key)
-		}
+	if e := events[2]; e.Type != EventOperation || *e.ExitCode != 7 || e.DurationMS != 250 || !e.Decision.Allow || e.CallID != events[0].CallID {
+		t.Errorf("operation event %+v", e)
 	}
 }
 
@@ -858,7 +851,7 @@ func TestAuditConcurrent(t *testing.T) {
 			if i%2 == 1 {
 				a = a2
 			}
-			if err := a.Write(AuditRecord{Target: long, Sandbox: fmt.Sprint(i), Decision: "allow"}); err != nil {
+			if err := a.Write(ev.Event{Type: ev.CallRequested, Target: long, SandboxID: fmt.Sprint(i)}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -866,7 +859,7 @@ func TestAuditConcurrent(t *testing.T) {
 	wg.Wait()
 	a1.Close()
 	a2.Close()
-	if err := a1.Write(AuditRecord{}); err == nil {
+	if err := a1.Write(ev.Event{}); err == nil {
 		t.Fatal("write after close succeeded")
 	}
 	data, err := os.ReadFile(file)
@@ -878,13 +871,13 @@ func TestAuditConcurrent(t *testing.T) {
 		t.Fatalf("got %d lines, want 40", len(lines))
 	}
 	for _, l := range lines {
-		var rec AuditRecord
+		var rec ev.Event
 		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Target != long {
 			t.Fatalf("corrupt line (%v): %.80s", err, l)
 		}
 	}
 	var nilLog *AuditLog
-	if err := nilLog.Write(AuditRecord{}); err != nil {
+	if err := nilLog.Write(ev.Event{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -900,7 +893,7 @@ func TestGateConcurrent(t *testing.T) {
 	g := NewGate(fake, GateOptions{
 		Audit: audit,
 		Approver: ApproverFunc(func(ctx context.Context, req Request) (Decision, error) {
-			return Decision{Allow: true, SessionRule: SuggestRule(req)}, nil
+			return Decision{Allow: true, SessionRule: strings.Join(SuggestRules(req), ", ")}, nil
 		}),
 	})
 	ctx := WithSource(context.Background(), SourceAgent)

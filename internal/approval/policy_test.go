@@ -142,7 +142,7 @@ func TestParsePolicyErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ParsePolicy error = %v, want one containing %q", err, tt.want)
 			}
-			if !IsPolicyError(err) {
+			if pe := (*PolicyError)(nil); !errors.As(err, &pe) {
 				t.Fatalf("error %v is not a *PolicyError", err)
 			}
 		})
@@ -265,8 +265,8 @@ func TestSuggestAndExactRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := SuggestRule(tt.req); got != tt.suggest {
-				t.Fatalf("SuggestRule = %q, want %q", got, tt.suggest)
+			if got := strings.Join(SuggestRules(tt.req), ", "); got != tt.suggest {
+				t.Fatalf("SuggestRules = %q, want %q", got, tt.suggest)
 			}
 			if got := strings.Join(ExactRules(tt.req), ", "); got != tt.exa {
 				t.Fatalf("ExactRules = %q, want %q", got, tt.exa)

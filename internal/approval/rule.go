@@ -134,15 +134,6 @@ func cleanGlob(pat string) (string, error) {
 	return pat, nil
 }
 
-// MustParseRule is ParseRule for rules written in code; it panics on error.
-func MustParseRule(s string) Rule {
-	r, err := ParseRule(s)
-	if err != nil {
-		panic(err)
-	}
-	return r
-}
-
 // String returns the canonical text of the rule; ParseRule(r.String())
 // yields an equal rule.
 func (r Rule) String() string {

@@ -114,7 +114,10 @@ func TestRuleMatch(t *testing.T) {
 			t.Parallel()
 			var r Rule
 			if tt.rule != "" {
-				r = MustParseRule(tt.rule)
+				var err error
+				if r, err = ParseRule(tt.rule); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if got := r.Match(tt.req); got != tt.want {
 				t.Fatalf("%q.Match(%s) = %v, want %v", tt.rule, tt.req, got, tt.want)

@@ -658,24 +658,8 @@ func unescapeDouble(v string) string {
 	return b.String()
 }
 
-func partReason(p syntax.WordPart) string {
-	switch p.(type) {
-	case *syntax.CmdSubst:
-		return "command substitution"
-	case *syntax.ProcSubst:
-		return "process substitution"
-	case *syntax.ParamExp:
-		return "parameter expansion"
-	case *syntax.ArithmExp:
-		return "arithmetic expansion"
-	case *syntax.ExtGlob:
-		return "extended glob"
-	case *syntax.BraceExp:
-		return "brace expansion"
-	default:
-		return "expansion"
-	}
-}
+// partReason names the expansion that makes a word complex.
+func partReason(p syntax.WordPart) string { return nodeReason(p, "expansion") }
 
 func redirectReason(r *syntax.Redirect) string {
 	switch r.Op {
@@ -688,8 +672,25 @@ func redirectReason(r *syntax.Redirect) string {
 	}
 }
 
-func commandReason(c syntax.Command) string {
-	switch c.(type) {
+// commandReason names the compound command that makes a line complex.
+func commandReason(c syntax.Command) string { return nodeReason(c, "compound command") }
+
+// nodeReason names the kind of an expansion or a compound command, or
+// returns other.
+func nodeReason(n syntax.Node, other string) string {
+	switch n.(type) {
+	case *syntax.CmdSubst:
+		return "command substitution"
+	case *syntax.ProcSubst:
+		return "process substitution"
+	case *syntax.ParamExp:
+		return "parameter expansion"
+	case *syntax.ArithmExp:
+		return "arithmetic expansion"
+	case *syntax.ExtGlob:
+		return "extended glob"
+	case *syntax.BraceExp:
+		return "brace expansion"
 	case *syntax.Subshell:
 		return "subshell"
 	case *syntax.Block:
@@ -715,6 +716,6 @@ func commandReason(c syntax.Command) string {
 	case *syntax.CoprocClause:
 		return "coprocess"
 	default:
-		return "compound command"
+		return other
 	}
 }

@@ -9,13 +9,6 @@ import (
 
 var _ providers.Terminal = (*Gate)(nil)
 
-// CanTerminal reports whether the provider runs commands on terminals
-// (providers.Terminal).
-func (g *Gate) CanTerminal() bool {
-	_, ok := g.inner.(providers.Terminal)
-	return ok
-}
-
 // ExecTerminal is gated as an exec of er (KindExec, decided as Exec
 // decides it): one decision for the whole session, whatever is typed into
 // the terminal afterwards. The operation's record is written when the

@@ -21,8 +21,10 @@ import (
 	"github.com/agentbox/sandbox/setup"
 )
 
-// App holds what every command shares, built once per invocation in
-// dependency order.
+// App holds what every command shares. Cheap values are resolved before
+// every command (init); the policy, the audit log and the engine are built
+// on first use (Engine), so a verb that needs none of them (version,
+// providers, completion) runs whatever the state directory.
 type App struct {
 	deps    Deps
 	streams Streams
@@ -32,19 +34,32 @@ type App struct {
 	dirs       config.Dirs
 	sandboxEnv map[string]string
 	masker     *config.Masker
-	policy     *approval.Policy
-	audit      *approval.AuditLog
-	engine     *engine.Engine
+	// defaultProvider is the provider of the config file or
+	// $SANDBOX_PROVIDER.
+	defaultProvider string
+	// cmd is the command being run.
+	cmd *cobra.Command
+
+	// Built by Engine.
+	policy *approval.Policy
+	audit  *approval.AuditLog
+	engine *engine.Engine
+
 	// events prints --json events as JSON Lines on stdout, masked.
 	events *output.Lines
+	// stream is the --json event stream of this run when the verb prints
+	// one (not a document); nil otherwise.
+	stream *eventStream
 	// bridge is the TUI's approver and event sink when bare `sandbox`
 	// opens the TUI; nil otherwise.
 	bridge *tui.Bridge
 }
 
-// init runs before every command: it resolves configuration, the policy and
-// the engine. Errors in flags and files are usage errors (exit 2).
+// init runs before every command: it resolves the configuration and checks
+// the flags, without touching the state directory. Errors in flags and
+// files are usage errors (exit 2).
 func (a *App) init(cmd *cobra.Command) error {
+	a.cmd = cmd
 	wd, err := a.deps.Getwd()
 	if err != nil {
 		return err
@@ -74,30 +89,46 @@ func (a *App) init(cmd *cobra.Command) error {
 		}
 	}
 	a.masker = config.NewMasker(secrets...)
-
-	if err := a.buildPolicy(); err != nil {
-		return err
-	}
-	if a.flags.network != "" && a.flags.network != "on" && a.flags.network != "off" {
-		return &UsageError{Err: fmt.Errorf("--network must be on or off, not %q", a.flags.network)}
-	}
 	// Event values are masked before they are encoded; masking the encoded
 	// line as well, in the form a secret takes inside JSON, is a second
 	// line of defence.
 	a.events = output.NewLines(a.streams.Out, a.masker.JSON)
+	if a.flags.json && printsEvents(cmd) {
+		a.stream = newEventStream(a.events, engine.NewRunID())
+	}
 
-	def := file.Provider
-	if v := a.env.Get("SANDBOX_PROVIDER"); v != "" && def == "" {
-		def = v
+	if a.flags.network != "" && a.flags.network != "on" && a.flags.network != "off" {
+		return &UsageError{Err: fmt.Errorf("--network must be on or off, not %q", a.flags.network)}
+	}
+	a.defaultProvider = file.Provider
+	if v := a.env.Get("SANDBOX_PROVIDER"); v != "" && a.defaultProvider == "" {
+		a.defaultProvider = v
 	}
 	if a.flags.provider != "" {
 		if _, err := a.deps.Registry.Lookup(a.flags.provider); err != nil {
 			return &UsageError{Err: err}
 		}
 	}
-	if a.audit, err = approval.OpenAudit(filepath.Join(a.dirs.State, "audit.jsonl")); err != nil {
-		return fmt.Errorf("open audit log: %w", err)
+	if cmd == cmd.Root() && a.tuiTerminal() {
+		a.bridge = tui.NewBridge(a.streams.Err)
 	}
+	return nil
+}
+
+// Engine returns the engine, building it on first use with the policy and
+// the audit log it needs.
+func (a *App) Engine() (*engine.Engine, error) {
+	if a.engine != nil {
+		return a.engine, nil
+	}
+	if err := a.buildPolicy(); err != nil {
+		return nil, err
+	}
+	audit, err := approval.OpenAudit(filepath.Join(a.dirs.State, "audit.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	a.audit = audit
 	opts := engine.Options{
 		Audit:           a.audit,
 		AuditRequired:   a.flags.auditRequired,
@@ -105,24 +136,24 @@ func (a *App) init(cmd *cobra.Command) error {
 		Registry:        a.deps.Registry,
 		Getenv:          a.env.Getenv,
 		StateDir:        a.dirs.State,
-		DefaultProvider: def,
+		DefaultProvider: a.defaultProvider,
 		Policy:          a.policy,
 		Approver:        a.approver(),
 		Mask:            a.masker.String,
 		Progress:        a.streams.Err,
 	}
-	if a.flags.json && !printsDocument(cmd) {
-		opts.Events = func(ev engine.Event) { a.events.Write(ev) }
+	if a.stream != nil {
+		opts.RunID = a.stream.runID
+		opts.Events = a.stream.engineEvent
 	}
-	if cmd == cmd.Root() && a.tuiTerminal() {
+	if a.bridge != nil {
 		// The TUI asks in its dialog and shows progress in its scrollback.
-		a.bridge = tui.NewBridge(a.streams.Err)
 		opts.Approver = a.bridge
 		opts.Events = a.bridge.Event
 		opts.Progress = a.bridge.Progress()
 	}
 	a.engine = engine.New(opts)
-	return nil
+	return a.engine, nil
 }
 
 // warnDotEnv says, one line each, which variables of the .env file were
@@ -311,7 +342,11 @@ func (a *App) withOptions(cmd *cobra.Command, adjust func(*engine.OpenOptions), 
 
 // open opens a session and flushes the masked setup output afterwards.
 func (a *App) open(ctx context.Context, o engine.OpenOptions) (*engine.Session, error) {
-	s, err := a.engine.Open(ctx, o)
+	eng, err := a.Engine()
+	if err != nil {
+		return nil, err
+	}
+	s, err := eng.Open(ctx, o)
 	if c, ok := o.SetupOutput.(io.Closer); ok {
 		c.Close() // flush what the masker held back
 	}
@@ -330,10 +365,19 @@ func warnIsolation(w io.Writer, info providers.Info) {
 	}
 }
 
-// callContext applies --timeout to one call.
-func (a *App) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return engine.WithCallTimeout(ctx, a.flags.timeout, fmt.Sprintf("--timeout %s", a.flags.timeout))
+// withCall is withSession for one call on the sandbox, bounded by
+// --timeout: fn's error is the call's, a deadline of --timeout turned
+// into a timeout error.
+func (a *App) withCall(cmd *cobra.Command, fn func(ctx context.Context, s *engine.Session) error) error {
+	return a.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+		return a.call(ctx, func(ctx context.Context) error { return fn(ctx, s) })
+	})
 }
 
-// timeoutErr turns a deadline from --timeout into a timeout error.
-func timeoutErr(ctx context.Context, err error) error { return engine.CallError(ctx, err) }
+// call runs fn bounded by --timeout; a deadline of --timeout becomes a
+// timeout error.
+func (a *App) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := engine.WithCallTimeout(ctx, a.flags.timeout, fmt.Sprintf("--timeout %s", a.flags.timeout))
+	defer cancel()
+	return engine.CallError(ctx, fn(ctx))
+}

@@ -82,10 +82,16 @@ func (a *App) sandboxArgs(verb, usage string, args []string, n int) (string, []s
 // withMachine opens the existing sandbox id of a provider with machines
 // and runs fn on it. It never creates a sandbox nor runs a setup script.
 func (a *App) withMachine(cmd *cobra.Command, id string, fn func(ctx context.Context, s *engine.Session) error) error {
-	if _, err := a.engine.Machines(a.flags.provider, id); err != nil {
+	eng, err := a.Engine()
+	if err != nil {
 		return err
 	}
-	return a.withOptions(cmd, func(o *engine.OpenOptions) { o.ID, o.Label, o.Setup = id, nil, nil }, fn)
+	if _, err := eng.Machines(a.flags.provider, id); err != nil {
+		return err
+	}
+	return a.withOptions(cmd, func(o *engine.OpenOptions) { o.ID, o.Label, o.Setup = id, nil, nil }, func(ctx context.Context, s *engine.Session) error {
+		return a.call(ctx, func(ctx context.Context) error { return fn(ctx, s) })
+	})
 }
 
 // newLifecycleCmd builds stop or start.
@@ -100,23 +106,27 @@ func newLifecycleCmd(app *App, verb, short, long string, op func(*engine.Engine,
 			if err != nil {
 				return err
 			}
-			if _, err := app.engine.Machines(app.flags.provider, id); err != nil {
+			eng, err := app.Engine()
+			if err != nil {
 				return err
 			}
-			ctx, cancel := app.callContext(cmd.Context())
-			defer cancel()
-			if err := op(app.engine, ctx, app.flags.provider, id); err != nil {
-				return timeoutErr(ctx, err)
+			if _, err := eng.Machines(app.flags.provider, id); err != nil {
+				return err
 			}
-			if !app.flags.json {
-				fmt.Fprintln(app.streams.Out, output.Escape(id))
-				return nil
-			}
-			info, err := app.engine.Get(ctx, app.flags.provider, id)
-			if err != nil {
-				return timeoutErr(ctx, err)
-			}
-			return output.JSON(app.streams.Out, info)
+			return app.call(cmd.Context(), func(ctx context.Context) error {
+				if err := op(eng, ctx, app.flags.provider, id); err != nil {
+					return err
+				}
+				if !app.flags.json {
+					fmt.Fprintln(app.streams.Out, output.Escape(id))
+					return nil
+				}
+				info, err := eng.Get(ctx, app.flags.provider, id)
+				if err != nil {
+					return err
+				}
+				return output.JSON(app.streams.Out, info)
+			})
 		},
 	}
 }
@@ -152,11 +162,9 @@ sandbox has none. --json prints the array. Gated as a list of /proc.`,
 				return err
 			}
 			return app.withMachine(cmd, id, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
 				procs, err := s.Processes(ctx)
 				if err != nil {
-					return timeoutErr(ctx, err)
+					return err
 				}
 				return app.printProcesses(procs)
 			})
@@ -250,9 +258,7 @@ its alias).`,
 				return err
 			}
 			return app.withMachine(cmd, id, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
-				return timeoutErr(ctx, s.Signal(ctx, pid, sig))
+				return s.Signal(ctx, pid, sig)
 			})
 		},
 	}
@@ -280,8 +286,6 @@ output and the exit status (null while it runs). Gated as a read of /proc/PID.`,
 				return err
 			}
 			return app.withMachine(cmd, id, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
 				var b strings.Builder
 				w := app.masker.Writer(app.streams.Out)
 				if app.flags.json {
@@ -290,7 +294,7 @@ output and the exit status (null while it runs). Gated as a read of /proc/PID.`,
 				code, err := s.Logs(ctx, pid, follow, w)
 				w.Close()
 				if err != nil {
-					return timeoutErr(ctx, err)
+					return err
 				}
 				if app.flags.json {
 					doc := map[string]any{"sandbox": s.ID(), "pid": pid, "exit_code": code}

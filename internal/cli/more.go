@@ -36,7 +36,7 @@ func newProvidersCmd(app *App) *cobra.Command {
 				Env          []envDoc               `json:"env"`
 				Capabilities providers.Capabilities `json:"capabilities"`
 			}
-			cfg := app.engine.Config()
+			cfg := providers.Config{Getenv: app.env.Getenv, StateDir: app.dirs.State}
 			var docs []doc
 			var rows [][]string
 			for _, reg := range app.deps.Registry.All() {

@@ -2,18 +2,18 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/events"
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
@@ -69,9 +69,10 @@ Its output is kept for ` + "`sandbox logs ID PID`" + `; ` + "`sandbox ps`" + ` l
 				req.Stdin = app.streams.In
 			}
 			var stdout, stderr io.WriteCloser
-			if app.flags.json {
-				stdout = app.jsonOutput("stdout")
-				stderr = app.jsonOutput("stderr")
+			current := &events.CurrentCall{}
+			if app.stream != nil {
+				stdout = app.output("stdout", current)
+				stderr = app.output("stderr", current)
 			} else {
 				stdout = app.masker.Writer(app.streams.Out)
 				stderr = app.masker.Writer(app.streams.Err)
@@ -88,14 +89,11 @@ Its output is kept for ` + "`sandbox logs ID PID`" + `; ` + "`sandbox ps`" + ` l
 				}
 			}
 			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				res, err := s.Exec(ctx, req)
+				res, err := s.Exec(approval.WithCallObserver(ctx, current.Set), req)
 				stdout.Close()
 				stderr.Close()
 				if err != nil {
 					return err
-				}
-				if app.flags.json {
-					app.events.Write(resultEvent{Type: "result", ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds()})
 				}
 				if res.ExitCode != 0 {
 					return &ExitStatus{Code: res.ExitCode}
@@ -118,15 +116,17 @@ func (app *App) execBackground(cmd *cobra.Command, req providers.ExecRequest) er
 		return &UsageError{Err: errors.New("exec --background needs a sandbox that outlives this call: use --keep or --sandbox-id (a fresh sandbox would be deleted at once, and the command with it)")}
 	}
 	// Refused before a sandbox is created for nothing.
-	if _, err := app.engine.Machines(g.provider, g.sandboxID); err != nil {
+	eng, err := app.Engine()
+	if err != nil {
 		return err
 	}
-	return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-		ctx, cancel := app.callContext(ctx)
-		defer cancel()
+	if _, err := eng.Machines(g.provider, g.sandboxID); err != nil {
+		return err
+	}
+	return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 		res, err := s.Exec(ctx, req)
 		if err != nil {
-			return timeoutErr(ctx, err)
+			return err
 		}
 		if app.flags.json {
 			return output.JSON(app.streams.Out, map[string]any{"pid": res.PID, "sandbox": s.ID()})
@@ -156,31 +156,22 @@ func newReadCmd(app *App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "read PATH",
 		Short: "Print a file from the sandbox",
-		Args:  exactArgs(1, "read needs one path"),
+		Long: `Print a file from the sandbox, streamed. With --json the content comes as
+call.output events of the read (see "Events" in the README), chunk by chunk,
+in base64 (data_b64) where it is not UTF-8.`,
+		Args: exactArgs(1, "read needs one path"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
-				if !app.flags.json {
-					w := app.masker.Writer(app.streams.Out)
-					err := s.Read(ctx, args[0], w)
-					w.Close()
-					return timeoutErr(ctx, err)
-				}
-				var b strings.Builder
-				if err := s.Read(ctx, args[0], &b); err != nil {
-					return timeoutErr(ctx, err)
-				}
-				// Masked in the raw bytes, before encoding.
-				content := app.masker.String(b.String())
-				doc := map[string]any{"path": app.masker.String(args[0]), "size": b.Len()}
-				if utf8.ValidString(content) {
-					doc["content"] = content
-				} else {
-					doc["content"] = base64.StdEncoding.EncodeToString([]byte(content))
-					doc["encoding"] = "base64"
-				}
-				return output.JSON(app.streams.Out, doc)
+			current := &events.CurrentCall{}
+			var w io.WriteCloser
+			if app.stream != nil {
+				w = app.output("stdout", current)
+			} else {
+				w = app.masker.Writer(app.streams.Out)
+			}
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
+				err := s.Read(approval.WithCallObserver(ctx, current.Set), args[0], w)
+				w.Close()
+				return err
 			})
 		},
 	}
@@ -202,10 +193,8 @@ func newWriteCmd(app *App) *cobra.Command {
 				}
 				r = app.streams.In
 			}
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
-				return timeoutErr(ctx, s.Write(ctx, args[0], r, force))
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
+				return s.Write(ctx, args[0], r, force)
 			})
 		},
 	}
@@ -224,12 +213,10 @@ func newEditCmd(app *App) *cobra.Command {
 			if !cmd.Flags().Changed("old") || old == "" {
 				return &UsageError{Err: errors.New("edit needs --old TEXT (non-empty)")}
 			}
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 				res, err := s.Edit(ctx, args[0], old, new, all)
 				if err != nil {
-					return timeoutErr(ctx, err)
+					return err
 				}
 				diff := app.masker.String(res.Diff)
 				if app.flags.json {
@@ -261,12 +248,10 @@ func newLsCmd(app *App) *cobra.Command {
 			if recursive {
 				depth = 64
 			}
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 				list, err := s.Ls(ctx, p, depth)
 				if err != nil {
-					return timeoutErr(ctx, err)
+					return err
 				}
 				return app.printFiles(list, true)
 			})
@@ -289,7 +274,11 @@ func (app *App) printFiles(list []providers.FileInfo, long bool) error {
 	}
 	list = masked
 	if app.flags.json {
-		return output.JSON(app.streams.Out, list)
+		files := make([]events.File, len(list))
+		for i, fi := range list {
+			files[i] = events.FromFileInfo(fi)
+		}
+		return output.JSON(app.streams.Out, files)
 	}
 	if !long {
 		for _, fi := range list {
@@ -317,12 +306,10 @@ func newGlobCmd(app *App) *cobra.Command {
 		Example: `  sandbox glob '**/*.go' --root /workspace`,
 		Args:    exactArgs(1, "glob needs one pattern"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 				list, err := s.Glob(ctx, root, args[0])
 				if err != nil {
-					return timeoutErr(ctx, err)
+					return err
 				}
 				return app.printFiles(list, false)
 			})
@@ -344,12 +331,10 @@ func newGrepCmd(app *App) *cobra.Command {
 			if len(args) == 2 {
 				req.Path = args[1]
 			}
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 				matches, err := s.Grep(ctx, req)
 				if err != nil {
-					return timeoutErr(ctx, err)
+					return err
 				}
 				if err := app.printMatches(matches); err != nil {
 					return err
@@ -395,13 +380,11 @@ func newUploadCmd(app *App) *cobra.Command {
   sandbox upload ./data.csv /workspace/`,
 		Args: exactArgs(2, "upload needs a local path and a sandbox path"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 				p := app.progress("upload")
 				err := s.Upload(ctx, args[0], args[1], engine.TransferOptions{Force: force, Progress: p.update})
 				p.done(err)
-				return timeoutErr(ctx, err)
+				return err
 			})
 		},
 	}
@@ -416,13 +399,11 @@ func newDownloadCmd(app *App) *cobra.Command {
 		Short: "Copy a sandbox file or directory to the host (streamed)",
 		Args:  exactArgs(2, "download needs a sandbox path and a local path"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
-				ctx, cancel := app.callContext(ctx)
-				defer cancel()
+			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 				p := app.progress("download")
 				err := s.Download(ctx, args[0], args[1], engine.TransferOptions{Force: force, Progress: p.update})
 				p.done(err)
-				return timeoutErr(ctx, err)
+				return err
 			})
 		},
 	}

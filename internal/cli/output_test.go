@@ -16,6 +16,8 @@ import (
 
 	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/internal/config"
+	"github.com/agentbox/sandbox/internal/events"
+	"github.com/agentbox/sandbox/internal/events/eventstest"
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
@@ -67,19 +69,15 @@ func leaks(s string) bool {
 func outputEvents(t *testing.T, lines string) (text, binary map[string]string) {
 	t.Helper()
 	text, binary = map[string]string{}, map[string]string{}
-	for l := range strings.Lines(lines) {
-		var ev outputEvent
-		if err := json.Unmarshal([]byte(l), &ev); err != nil {
-			t.Fatalf("bad line %q: %v", l, err)
-		}
-		if ev.Type != "output" {
+	for _, ev := range eventstest.New(t).Lines(t, []byte(lines)) {
+		if ev.Type != events.CallOutput {
 			continue
 		}
 		text[ev.Stream] += ev.Data
 		if ev.DataB64 != "" {
 			b, err := base64.StdEncoding.DecodeString(ev.DataB64)
 			if err != nil {
-				t.Fatalf("bad data_b64 in %q", l)
+				t.Fatalf("bad data_b64 in %+v", ev)
 			}
 			binary[ev.Stream] += string(b)
 		}
@@ -106,9 +104,12 @@ func TestJSONOutputMaskedPerStream(t *testing.T) {
 			t.Parallel()
 			var buf bytes.Buffer
 			m := config.NewMasker(secret)
-			app := &App{masker: m, events: output.NewLines(&buf, m.JSON)}
-			w := app.jsonOutput(tt.stream)
-			other := app.jsonOutput("other")
+			app := &App{masker: m, stream: newEventStream(output.NewLines(&buf, m.JSON), "r1")}
+			current := &events.CurrentCall{}
+			current.Set("c1")
+			otherStream := map[string]string{"stdout": "stderr", "stderr": "stdout"}[tt.stream]
+			w := app.output(tt.stream, current)
+			other := app.output(otherStream, current)
 			for _, s := range tt.writes {
 				w.Write([]byte(s))
 				other.Write([]byte("-")) // the other stream in between
@@ -143,8 +144,10 @@ func TestJSONOutputBinaryAsBase64(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
-		app := &App{masker: config.NewMasker(), events: output.NewLines(&buf, nil)}
-		w := app.jsonOutput("stdout")
+		app := &App{masker: config.NewMasker(), stream: newEventStream(output.NewLines(&buf, nil), "r1")}
+		current := &events.CurrentCall{}
+		current.Set("c1")
+		w := app.output("stdout", current)
 		for _, s := range tt.writes {
 			w.Write([]byte(s))
 		}
@@ -254,7 +257,7 @@ func TestPrintFilesEscapesNames(t *testing.T) {
 	app := &App{streams: Streams{Out: &out}, masker: config.NewMasker(), flags: globalFlags{json: true}}
 	app.printFiles(list, true)
 	terminalSafe(t, "ls --json", out.String())
-	var back []providers.FileInfo
+	var back []events.File
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back[0].Path != hostileNames[0].raw {
 		t.Fatalf("ls --json does not decode to the names: %v", err)
 	}

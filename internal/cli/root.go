@@ -61,6 +61,16 @@ func Main(ctx context.Context, args []string, d Deps) int {
 	if app.engine != nil {
 		app.engine.Close()
 	}
+	code := ExitOK
+	if err != nil {
+		code = exitCode(err)
+		if ctx.Err() != nil && code == ExitError {
+			code = ExitInterrupted
+		}
+	}
+	if app.stream != nil {
+		app.stream.end(code, err, app.masker.String)
+	}
 	if app.audit != nil {
 		if aerr := app.audit.Err(); aerr != nil {
 			fmt.Fprintf(d.Streams.Err, "sandbox: warning: the audit log %s is incomplete: %s\n", output.Escape(app.audit.Path()), output.Escape(aerr.Error()))
@@ -70,13 +80,9 @@ func Main(ctx context.Context, args []string, d Deps) int {
 	if err == nil {
 		return ExitOK
 	}
-	code := exitCode(err)
 	var status *ExitStatus
 	if !errors.As(err, &status) {
 		app.printError(err)
-	}
-	if ctx.Err() != nil && code == ExitError {
-		code = ExitInterrupted
 	}
 	return code
 }
@@ -143,6 +149,25 @@ func documentOutput(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
+// jsonEvents marks a command whose --json output is the event stream of
+// package events (exec, run, read…); the others print one document, or
+// nothing, on stdout.
+const jsonEvents = "json-events"
+
+// eventOutput marks cmd as printing the event stream and returns it.
+func eventOutput(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[jsonEvents] = "true"
+	return cmd
+}
+
+// printsEvents reports whether cmd prints the event stream with --json.
+func printsEvents(cmd *cobra.Command) bool {
+	return cmd.Annotations[jsonEvents] == "true" && !printsDocument(cmd)
+}
+
 // jsonDocumentWhen names a boolean flag of a command whose --json output
 // is one JSON document when that flag is set (exec --background).
 const jsonDocumentWhen = "json-document-when"
@@ -168,6 +193,16 @@ func printsDocument(cmd *cobra.Command) bool {
 		return err == nil && on
 	}
 	return false
+}
+
+// needsEngine makes cmd build the engine (App.Engine) before it runs, for
+// a verb that uses it throughout.
+func (a *App) needsEngine(cmd *cobra.Command) *cobra.Command {
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		_, err := a.Engine()
+		return err
+	}
+	return cmd
 }
 
 func newRootCmd(app *App) *cobra.Command {
@@ -222,16 +257,16 @@ deleted afterwards (unless --keep).`,
 	f.BoolVar(&g.auditRequired, "audit-required", false, "refuse (exit 1) every operation whose audit record cannot be written, instead of running it unaudited")
 
 	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
-	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), newListCmd(app), newInfoCmd(app), newDeleteCmd(app), documentOutput(newGcCmd(app)),
-		documentOutput(newStopCmd(app)), documentOutput(newStartCmd(app)), documentOutput(newPsCmd(app)), newKillCmd(app), documentOutput(newLogsCmd(app))} {
+	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), app.needsEngine(newListCmd(app)), app.needsEngine(newInfoCmd(app)), app.needsEngine(newDeleteCmd(app)), app.needsEngine(documentOutput(newGcCmd(app))),
+		documentOutput(newStopCmd(app)), documentOutput(newStartCmd(app)), documentOutput(newPsCmd(app)), eventOutput(newKillCmd(app)), documentOutput(newLogsCmd(app))} {
 		c.GroupID = "life"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{documentOutputWhen(newExecCmd(app), "background"), documentOutput(newReadCmd(app)), newWriteCmd(app), newEditCmd(app), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), newUploadCmd(app), newDownloadCmd(app), newRunCmd(app), newShellCmd(app)} {
+	for _, c := range []*cobra.Command{eventOutput(documentOutputWhen(newExecCmd(app), "background")), eventOutput(newReadCmd(app)), eventOutput(newWriteCmd(app)), documentOutput(newEditCmd(app)), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), eventOutput(newUploadCmd(app)), eventOutput(newDownloadCmd(app)), eventOutput(newRunCmd(app)), eventOutput(newShellCmd(app))} {
 		c.GroupID = "ops"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newProvidersCmd(app), newServeCmd(app), newVersionCmd(app), newExitCodesCmd(app)} {
+	for _, c := range []*cobra.Command{newProvidersCmd(app), app.needsEngine(newServeCmd(app)), newVersionCmd(app), newExitCodesCmd(app)} {
 		c.GroupID = "more"
 		root.AddCommand(c)
 	}

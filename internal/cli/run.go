@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/sandbox/internal/driver"
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/events"
 )
 
 func newRunCmd(app *App) *cobra.Command {
@@ -29,7 +30,10 @@ failing step unless the step has continue_on_error: true.
     - upload: {from: ./src, to: /workspace/src}
     - download: {from: /workspace/out, to: ./out}
 
-With --json every lifecycle, setup, decision and step event is one JSON line.`,
+With --json the run is a stream of JSON Lines events (see "Events" in the
+README): run.started, the sandbox's lifecycle, each step's calls
+(call.requested, call.decided, call.output while it runs, call.completed
+with the step and its line), and run.completed or run.failed last.`,
 		Example: `  sandbox run plan.yaml --policy policy.yaml --json
   printf '{"exec":"echo hi"}\n' | sandbox run - --yes`,
 		Args: exactArgs(1, "run needs a plan file (or - for JSON Lines on stdin)"),
@@ -44,8 +48,8 @@ With --json every lifecycle, setup, decision and step event is one JSON line.`,
 				}
 			}
 			o := driver.Options{Timeout: app.flags.timeout, Mask: app.masker.String, MaskWriter: app.masker.Writer}
-			if app.flags.json {
-				o.Events = func(ev driver.StepEvent) { app.events.Write(ev) }
+			if app.stream != nil {
+				o.Events = func(ev events.Event) { app.stream.write(ev) }
 			} else {
 				o.Stdout = app.masker.Writer(app.streams.Out)
 				o.Stderr = app.masker.Writer(app.streams.Err)

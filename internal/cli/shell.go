@@ -53,7 +53,7 @@ It needs a terminal on stdin and stdout, and a provider with terminals
 			}
 			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
 				g := s.Gate()
-				if !g.CanTerminal() {
+				if !g.Features().Terminal {
 					return providers.Errorf(providers.ErrUnsupported, s.Info().Provider, "shell",
 						"provider %s has no terminals (PTYs), which shell needs: use exec, or a provider with them (local, e2b)", g.Name())
 				}

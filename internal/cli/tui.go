@@ -43,7 +43,11 @@ func (a *App) runTUI(cmd *cobra.Command) error {
 		o.Spec.TTL = tuiDefaultTTL
 	}
 	o.SetupOutput = a.masker.Writer(a.bridge.SetupOutput())
-	provider, err := a.engine.ResolveProvider(o.Provider, o.ID)
+	eng, err := a.Engine()
+	if err != nil {
+		return err
+	}
+	provider, err := eng.ResolveProvider(o.Provider, o.ID)
 	if err != nil {
 		return err
 	}

@@ -297,25 +297,14 @@ func setField(st *Step, k string, val any) error {
 		*dst = b
 		return nil
 	}
+	strs := map[string]*string{
+		"command": &st.Command, "cwd": &st.Cwd, "path": &st.Path, "content": &st.Content, "old": &st.Old,
+		"new": &st.New, "from": &st.From, "to": &st.To, "pattern": &st.Pattern,
+	}
+	if dst, ok := strs[k]; ok {
+		return str(dst)
+	}
 	switch k {
-	case "command":
-		return str(&st.Command)
-	case "cwd":
-		return str(&st.Cwd)
-	case "path":
-		return str(&st.Path)
-	case "content":
-		return str(&st.Content)
-	case "old":
-		return str(&st.Old)
-	case "new":
-		return str(&st.New)
-	case "from":
-		return str(&st.From)
-	case "to":
-		return str(&st.To)
-	case "pattern":
-		return str(&st.Pattern)
 	case "all":
 		return boolean(&st.All)
 	case "force":

@@ -59,6 +59,15 @@ type Options struct {
 	Progress io.Writer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RunID is the id of this run (NewRunID); empty means a new one.
+	RunID string
+}
+
+// NewRunID returns a new run id: 12 random hex digits.
+func NewRunID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Engine creates and finds sandboxes. It is safe for concurrent use.
@@ -66,6 +75,8 @@ type Engine struct {
 	opts  Options
 	store *Store
 	runID string
+	// callIDs numbers the calls of every gate of the run as one sequence.
+	callIDs func() string
 
 	mu        sync.Mutex
 	providers map[string]providers.Provider
@@ -82,15 +93,21 @@ func New(opts Options) *Engine {
 	if opts.Policy == nil {
 		opts.Policy = &approval.Policy{}
 	}
-	var b [6]byte
-	rand.Read(b[:])
+	if opts.RunID == "" {
+		opts.RunID = NewRunID()
+	}
 	return &Engine{
 		opts:      opts,
 		store:     NewStore(opts.StateDir),
-		runID:     hex.EncodeToString(b[:]),
+		runID:     opts.RunID,
+		callIDs:   approval.CallIDs(),
 		providers: map[string]providers.Provider{},
 	}
 }
+
+// RunID is the id of this run: in run.started, and the label
+// (RunLabel) of the sandboxes it creates.
+func (e *Engine) RunID() string { return e.runID }
 
 // Store exposes the registry of created sandboxes.
 func (e *Engine) Store() *Store { return e.store }
@@ -140,6 +157,7 @@ func (e *Engine) gate(p providers.Provider) *approval.Gate {
 		Mask:     e.opts.Mask,
 		// A refused operation's error says so; see approval.AuditError.
 		AuditRequired: e.opts.AuditRequired,
+		CallIDs:       e.callIDs,
 		OnEvent: func(ev approval.Event) {
 			e.emit(Event{Type: string(ev.Type), Gate: &ev})
 		},
@@ -357,24 +375,4 @@ func (e *Engine) emit(ev Event) {
 	}
 	ev.Time = e.opts.Now()
 	e.opts.Events(ev)
-}
-
-// Event is one line of a --json run: lifecycle, setup and gate events.
-type Event struct {
-	Type string    `json:"type"`
-	Time time.Time `json:"time"`
-	// Action is what happened: created, reused, deleted, kept, started,
-	// output, skipped, succeeded, failed.
-	Action  string          `json:"action,omitempty"`
-	Sandbox *providers.Info `json:"sandbox,omitempty"`
-	// Output is a chunk of setup output, secrets masked. When the chunk
-	// is not valid UTF-8, each invalid byte is U+FFFD here and OutputB64
-	// holds the exact bytes.
-	Output    string          `json:"output,omitempty"`
-	OutputB64 string          `json:"output_b64,omitempty"`
-	ExitCode  *int            `json:"exit_code,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Gate      *approval.Event `json:"gate,omitempty"`
-	// Reattach is the command that reopens a kept sandbox.
-	Reattach string `json:"reattach,omitempty"`
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/sandbox/internal/config"
+	"github.com/agentbox/sandbox/internal/events"
+	"github.com/agentbox/sandbox/internal/events/eventstest"
 	"github.com/agentbox/sandbox/internal/output"
 )
 
@@ -13,6 +15,7 @@ func TestSetupEventsMaskedBeforeEncoding(t *testing.T) {
 	t.Parallel()
 	const secret = `k<&"s3cr3t-value`
 	m := config.NewMasker(secret)
+	v := eventstest.New(t)
 	tests := []struct {
 		name   string
 		writes []string
@@ -27,9 +30,11 @@ func TestSetupEventsMaskedBeforeEncoding(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var events []Event
-			e := New(Options{MaskWriter: m.Writer, Mask: m.String, Events: func(ev Event) { events = append(events, ev) }})
-			w := (&Session{engine: e}).setupEvents()
+			var got []Event
+			e := New(Options{MaskWriter: m.Writer, Mask: m.String, Events: func(ev Event) { got = append(got, ev) }})
+			current := &events.CurrentCall{}
+			current.Set("c1")
+			w := (&Session{engine: e}).setupEvents(current)
 			for _, s := range tt.writes {
 				w.Write([]byte(s))
 			}
@@ -37,19 +42,24 @@ func TestSetupEventsMaskedBeforeEncoding(t *testing.T) {
 			var text strings.Builder
 			var raw []byte
 			sawB64 := false
-			for _, ev := range events {
+			for _, ev := range got {
 				text.WriteString(ev.Output)
 				if ev.OutputB64 != "" {
 					sawB64 = true
 					b, _ := base64.StdEncoding.DecodeString(ev.OutputB64)
 					raw = append(raw, b...)
 				}
-				line, err := output.Marshal(ev)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if strings.Contains(string(line), "s3cr3t") {
-					t.Fatalf("secret in encoded event %s", line)
+				for _, pe := range ev.Public() {
+					line, err := output.Marshal(pe)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := v.Line(line); err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(string(line), "s3cr3t") || pe.CallID != "c1" {
+						t.Fatalf("secret in encoded event, or not of call c1: %s", line)
+					}
 				}
 			}
 			if text.String() != tt.want || sawB64 != tt.b64 {

@@ -20,7 +20,6 @@ import (
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/archive"
 	"github.com/bmatcuk/doublestar/v4"
-	"github.com/pmezard/go-difflib/difflib"
 )
 
 // previewLimit is the largest write whose diff is shown for approval.
@@ -86,7 +85,7 @@ func (s *Session) Write(ctx context.Context, p string, r io.Reader, force bool) 
 	}
 	d := approval.DetailsFrom(ctx)
 	if br, ok := smallContent(r); ok {
-		d.Diff = UnifiedDiff(p, old, br)
+		d.Diff = approval.UnifiedDiff(p, old, string(br), !exists)
 		d.Bytes = int64(len(br))
 		r = bytes.NewReader(br)
 	}
@@ -128,15 +127,6 @@ func smallContent(r io.Reader) ([]byte, bool) {
 	}
 	b, err := io.ReadAll(sr)
 	return b, err == nil
-}
-
-// UnifiedDiff renders old → new as a unified diff of path.
-func UnifiedDiff(p, old string, new []byte) string {
-	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(old), B: difflib.SplitLines(string(new)),
-		FromFile: "a" + p, ToFile: "b" + p, Context: 3,
-	})
-	return d
 }
 
 // Edit replaces old with new in a file (every occurrence with all).
@@ -295,7 +285,7 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 		return fmt.Errorf("%d file(s) already exist in the sandbox (first: %s); pass --force to overwrite: %w", len(clash), clash[0], providers.ErrExists)
 	}
 
-	if lfi.Mode().IsRegular() && s.gate.CanUploadFile() {
+	if lfi.Mode().IsRegular() && s.gate.Features().UploadFile {
 		return s.uploadFile(approval.WithDetails(ctx, details), root, name, path.Join(dst, entry), o)
 	}
 
@@ -383,7 +373,7 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		return err
 	}
 	defer root.Close()
-	if rfi.Mode.IsRegular() && s.gate.CanDownloadFile() {
+	if rfi.Mode.IsRegular() && s.gate.Features().DownloadFile {
 		return s.downloadFile(approval.WithDetails(ctx, details), remote, root, filepath.Base(abs), rfi, o)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbox/sandbox/internal/approval"
+	"github.com/agentbox/sandbox/internal/events"
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/setup"
@@ -131,9 +132,11 @@ func (s *Session) runSetup(ctx context.Context, o OpenOptions) error {
 		// Masked in the raw bytes, before an event is encoded: a secret
 		// split across two writes, or one holding characters JSON escapes,
 		// is caught too.
-		events := s.setupEvents()
-		closeEvents = events.Close
-		out = multiWriter(out, events)
+		current := &events.CurrentCall{}
+		ctx = approval.WithCallObserver(ctx, current.Set)
+		w := s.setupEvents(current)
+		closeEvents = w.Close
+		out = multiWriter(out, w)
 	}
 	network := o.Spec.Network
 	if network == providers.NetworkDefault && s.provider.Capabilities().Network {
@@ -327,31 +330,17 @@ func (e *Engine) deleteExpired(ctx context.Context, provider string) map[string]
 	return gone
 }
 
-// setupEvents returns the writer that turns setup output into events:
-// masked by Options.MaskWriter, then cut into chunks that do not split a
-// UTF-8 character. Close flushes both.
-func (s *Session) setupEvents() io.WriteCloser {
+// setupEvents returns the writer that turns setup output into events of
+// the call current is at: masked by Options.MaskWriter, then cut into
+// chunks that do not split a UTF-8 character. Close flushes both.
+func (s *Session) setupEvents(current *events.CurrentCall) io.WriteCloser {
 	e := s.engine
-	chunks := output.Chunks(func(p []byte) {
-		text, b64 := output.TextOrBase64(p)
-		e.emit(Event{Type: "setup", Action: "output", Output: text, OutputB64: b64})
+	return events.OutputWriter(events.OutputOptions{
+		Stream: "stdout", CallID: current.ID, Now: e.opts.Now, MaskWriter: e.opts.MaskWriter,
+		Emit: func(ev events.Event) {
+			e.emit(Event{Type: "setup", Action: "output", CallID: ev.CallID, Output: ev.Data, OutputB64: ev.DataB64})
+		},
 	})
-	if e.opts.MaskWriter == nil {
-		return chunks
-	}
-	return &flushChain{WriteCloser: e.opts.MaskWriter(chunks), next: chunks}
-}
-
-// flushChain is a masking writer and the writer after it: Close flushes
-// the masking writer into the next one, then closes that.
-type flushChain struct {
-	io.WriteCloser
-	next io.Closer
-}
-
-// Close flushes and closes both writers, in order.
-func (c *flushChain) Close() error {
-	return errors.Join(c.WriteCloser.Close(), c.next.Close())
 }
 
 func multiWriter(a io.Writer, b io.Writer) io.Writer {
