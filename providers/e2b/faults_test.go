@@ -18,7 +18,6 @@ import (
 	"github.com/agentbox/sandbox/providers/e2b"
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/emulator"
-	"github.com/agentbox/sandbox/providers/local"
 	"github.com/agentbox/sandbox/providers/providertest"
 )
 
@@ -483,11 +482,7 @@ func TestListPages(t *testing.T) {
 // the sandboxes the previous one created, with their metadata and
 // deadline, and that a client keeps working with them.
 func TestEmulatorRestart(t *testing.T) {
-	dir := t.TempDir()
-	backend, err := local.New(providers.Config{StateDir: dir, Getenv: noPool})
-	if err != nil {
-		t.Fatal(err)
-	}
+	backend := emulator.LocalBackend(t)
 	first := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
 	url1 := emulator.Serve(t, first)
 	p1, err := e2b.NewWithOptions(e2b.Options{APIKey: testKey, APIURL: url1, SandboxURL: url1})

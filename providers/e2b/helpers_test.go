@@ -33,22 +33,9 @@ type harness struct {
 	backend providers.Provider
 }
 
-// noPool turns the local backend's pooled inits off: one started as a
-// test ends would be made in its state directory while that is removed.
-func noPool(key string) (string, bool) {
-	if key == "SANDBOX_LOCAL_POOL" {
-		return "0", true
-	}
-	return "", false
-}
-
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	backend, err := local.New(providers.Config{StateDir: dir, Getenv: noPool})
-	if err != nil {
-		t.Fatalf("local.New: %v", err)
-	}
+	backend := emulator.LocalBackend(t)
 	srv := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
 	t.Cleanup(func() { _ = srv.Close() })
 	faults := emulator.NewFaults()

@@ -4,6 +4,7 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -136,6 +137,26 @@ func (p *Provider) startReaper(trash string) {
 	// A long-lived caller (the TUI, serve) reaps it; a short one exits
 	// first and leaves it to the system.
 	go func() { _ = cmd.Wait() }()
+}
+
+// WaitReaped waits until no reaper works on the provider's trash, or ctx
+// ends: a test (or a server shutting down) that removes the whole state
+// directory calls it after Close, so that a reaper does not write in it
+// meanwhile.
+func (p *Provider) WaitReaped(ctx context.Context) error {
+	lock, err := os.OpenFile(filepath.Join(p.dir, trashDir, trashLock), os.O_RDWR, 0)
+	if err != nil {
+		return nil // no trash, no reaper
+	}
+	defer lock.Close()
+	for unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // trashLock is the lock file a reaper holds while it works.
