@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/e2b/emulator"
+	"github.com/agentbox/sandbox/providers/httpapi"
 )
 
 // Name is the registry name of the provider.
@@ -105,34 +106,8 @@ type Options struct {
 	PageSize int
 }
 
-// RetryPolicy bounds the retries of one call.
-type RetryPolicy struct {
-	// Attempts is the most tries of one call, the first included
-	// (default 5).
-	Attempts int
-	// BaseDelay is the first backoff delay, doubled each time
-	// (default 250ms), up to MaxDelay (default 5s).
-	BaseDelay, MaxDelay time.Duration
-	// MaxRetryAfter is the longest Retry-After honoured; a server asking
-	// for a longer wait fails the call at once (default 30s).
-	MaxRetryAfter time.Duration
-}
-
-func (r RetryPolicy) withDefaults() RetryPolicy {
-	if r.Attempts <= 0 {
-		r.Attempts = 5
-	}
-	if r.BaseDelay <= 0 {
-		r.BaseDelay = 250 * time.Millisecond
-	}
-	if r.MaxDelay <= 0 {
-		r.MaxDelay = 5 * time.Second
-	}
-	if r.MaxRetryAfter <= 0 {
-		r.MaxRetryAfter = 30 * time.Second
-	}
-	return r
-}
+// RetryPolicy bounds the retries of one call (see httpapi.RetryPolicy).
+type RetryPolicy = httpapi.RetryPolicy
 
 // Provider is the E2B client. It is safe for concurrent use.
 type Provider struct {
@@ -186,7 +161,7 @@ func NewWithOptions(opts Options) (*Provider, error) {
 	if opts.User == "" {
 		opts.User = DefaultUser
 	}
-	opts.Retry = opts.Retry.withDefaults()
+	opts.Retry = opts.Retry.WithDefaults()
 	if opts.PageSize <= 0 || opts.PageSize > listPageSize {
 		opts.PageSize = listPageSize
 	}
@@ -197,10 +172,7 @@ func NewWithOptions(opts Options) (*Provider, error) {
 	}
 	c := opts.HTTPClient
 	if c == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 32
-		tr.ResponseHeaderTimeout = 0
-		c = &http.Client{Transport: tr}
+		c = httpapi.NewHTTPClient()
 	}
 	return &Provider{opts: opts, client: c, conns: map[string]envdConn{}}, nil
 }
