@@ -5,6 +5,7 @@ package all
 
 import (
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/daytona"
 	"github.com/agentbox/sandbox/providers/e2b"
 	"github.com/agentbox/sandbox/providers/local"
 )
@@ -14,5 +15,6 @@ func Registry() *providers.Registry {
 	return providers.NewRegistry(
 		local.Registration(),
 		e2b.Registration(),
+		daytona.Registration(),
 	)
 }
