@@ -8,6 +8,7 @@ import (
 	"github.com/agentbox/sandbox/providers/daytona"
 	"github.com/agentbox/sandbox/providers/e2b"
 	"github.com/agentbox/sandbox/providers/local"
+	"github.com/agentbox/sandbox/providers/runloop"
 )
 
 // Registry returns a fresh registry holding every built-in provider.
@@ -16,5 +17,6 @@ func Registry() *providers.Registry {
 		local.Registration(),
 		e2b.Registration(),
 		daytona.Registration(),
+		runloop.Registration(),
 	)
 }

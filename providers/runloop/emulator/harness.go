@@ -1,0 +1,44 @@
+package emulator
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	shared "github.com/agentbox/sandbox/providers/emulator"
+)
+
+// Harness is an emulator for one test: backed by the local provider, with
+// a fault layer inside its h2c layer (so faults and counts see HTTP/2
+// requests too), served on a loopback port. The test binary's TestMain must
+// call local.MaybeRunInit.
+type Harness struct {
+	URL    string
+	Key    string
+	Faults *shared.Faults
+	Server *Server
+	// HTTP2 counts the requests that came over HTTP/2.
+	HTTP2 *atomic.Int64
+}
+
+// NewHarness starts a Harness with opts (Wrap is its own; an empty APIKey
+// is a fixed test key) and ends it with the test.
+func NewHarness(t testing.TB, opts Options) *Harness {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = "ak_test_0123456789abcdef"
+	}
+	h := &Harness{Key: opts.APIKey, Faults: shared.NewFaults(), HTTP2: &atomic.Int64{}}
+	opts.Wrap = func(next http.Handler) http.Handler {
+		return h.Faults.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 {
+				h.HTTP2.Add(1)
+			}
+			next.ServeHTTP(w, r)
+		}))
+	}
+	h.Server = New(shared.LocalBackend(t), opts)
+	t.Cleanup(func() { _ = h.Server.Close() })
+	h.URL = shared.Serve(t, h.Server)
+	return h
+}
