@@ -1,3 +1,5 @@
+//go:build linux
+
 package emulator
 
 // FileURLSignatureForTest exposes fileURLSignature to the external tests.
