@@ -5,17 +5,20 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbox/sandbox/providers"
 )
 
-// TestCancelledUploadStops (issue 14, item 11): a cancelled single-file
-// upload (the kernel's copy of a host file) stops at once rather than
-// copying the rest, and leaves no partial file behind. "At once" is
+// TestCancelledUploadStops (issue 14, item 11): a single-file upload (the
+// kernel's copy of a host file) shows its progress as it goes, and a
+// cancelled one stops at once rather than copying the rest, and leaves no
+// partial file behind. "At once" is
 // measured against the same upload left to finish, on the same machine.
 func TestCancelledUploadStops(t *testing.T) {
 	p := newTestProvider(t)
@@ -42,9 +45,26 @@ func TestCancelledUploadStops(t *testing.T) {
 		err := p.UploadFile(ctx, id, "/workspace/u3.bin", f, 0o644, time.Time{})
 		return time.Since(start), err
 	}
+	// While it runs, the source's offset shows the progress (the engine's
+	// progress bar follows it): some value strictly between 0 and the end.
+	var midway atomic.Bool
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		for i := 0; i < 10000 && !midway.Load(); i++ {
+			if off, err := f.Seek(0, io.SeekCurrent); err == nil && off > 0 && off < 1<<30 {
+				midway.Store(true)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
 	full, err := upload(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	<-watching
+	if !midway.Load() {
+		t.Errorf("the source's offset never showed progress during the upload")
 	}
 	mustRun(t, p, id, "rm /workspace/u3.bin")
 	ctx, cancel := context.WithCancel(context.Background())
