@@ -81,7 +81,7 @@ func (s *Session) Write(ctx context.Context, p string, r io.Reader, force bool) 
 		return err
 	}
 	if exists && !force {
-		return fmt.Errorf("%s already exists; pass --force to overwrite it: %w", p, providers.ErrExists)
+		return &ExistsError{What: p + " already exists"}
 	}
 	d := approval.DetailsFrom(ctx)
 	if br, ok := smallContent(r); ok {
@@ -238,7 +238,7 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 		case err == nil && rfi.IsDir():
 			dirMode = true
 		case err == nil && !o.Force:
-			return fmt.Errorf("%s already exists in the sandbox; pass --force to overwrite it: %w", remote, providers.ErrExists)
+			return &ExistsError{What: remote + " already exists in the sandbox"}
 		case err != nil && !errors.Is(err, providers.ErrNotFound):
 			return err
 		}
@@ -282,7 +282,7 @@ func (s *Session) Upload(ctx context.Context, local, remote string, o TransferOp
 		details.Files = append(details.Files, approval.FileEntry{Path: target, Size: f.Size, SHA256: f.SHA256, Exists: exists})
 	}
 	if len(clash) > 0 && !o.Force {
-		return fmt.Errorf("%d file(s) already exist in the sandbox (first: %s); pass --force to overwrite: %w", len(clash), clash[0], providers.ErrExists)
+		return &ExistsError{What: fmt.Sprintf("%d file(s) already exist in the sandbox (first: %s)", len(clash), clash[0])}
 	}
 
 	if lfi.Mode().IsRegular() && s.gate.Features().UploadFile {
@@ -347,7 +347,7 @@ func (s *Session) Download(ctx context.Context, remote, local string, o Transfer
 		return err
 	}
 	if _, err := os.Lstat(abs); err == nil && !o.Force {
-		return fmt.Errorf("%s already exists; pass --force to overwrite it: %w", local, providers.ErrExists)
+		return &ExistsError{What: local + " already exists"}
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return err
@@ -529,3 +529,19 @@ func (m *meter) report() {
 		m.fn(m.n, m.total)
 	}
 }
+
+// ExistsError refuses to replace what is there without force. It says how
+// to allow it on the command line and in a plan, in one sentence without
+// the sentinel it matches (providers.ErrExists).
+type ExistsError struct {
+	// What names what is there ("/workspace/a already exists").
+	What string
+}
+
+// Error says what is there and how to overwrite it.
+func (e *ExistsError) Error() string {
+	return e.What + "; to overwrite, pass --force (in a plan: force: true)"
+}
+
+// Unwrap makes it match providers.ErrExists.
+func (e *ExistsError) Unwrap() error { return providers.ErrExists }
