@@ -89,7 +89,7 @@ func TestRegistryLookup(t *testing.T) {
 		t.Fatalf("hidden providers must still resolve: %v", err)
 	}
 	_, err := r.Lookup("nope")
-	if !errors.Is(err, ErrInvalid) || err.Error() != `unknown provider "nope" (known: a, b): invalid argument` {
+	if !errors.Is(err, ErrInvalid) || err.Error() != `unknown provider "nope" (known: a, b)` {
 		t.Fatalf("Lookup(nope) = %v", err)
 	}
 }

@@ -117,8 +117,23 @@ func (r *Registry) Lookup(name string) (Registration, error) {
 	if reg, ok := r.regs[name]; ok {
 		return reg, nil
 	}
-	return Registration{}, fmt.Errorf("unknown provider %q (known: %s): %w", name, strings.Join(r.Names(), ", "), ErrInvalid)
+	return Registration{}, &UnknownProviderError{Name: name, Known: r.Names()}
 }
+
+// UnknownProviderError names a provider that is not registered, and the
+// ones that are. It matches ErrInvalid.
+type UnknownProviderError struct {
+	Name  string
+	Known []string
+}
+
+// Error lists the known providers.
+func (e *UnknownProviderError) Error() string {
+	return fmt.Sprintf("unknown provider %q (known: %s)", e.Name, strings.Join(e.Known, ", "))
+}
+
+// Is matches ErrInvalid.
+func (e *UnknownProviderError) Is(target error) bool { return target == ErrInvalid }
 
 // Names returns the visible provider names, sorted.
 func (r *Registry) Names() []string {

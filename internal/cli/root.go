@@ -239,7 +239,7 @@ deleted afterwards (unless --keep).`,
 	f.DurationVar(&g.setupTimeout, "setup-timeout", 0, "timeout of the setup script (default 15m)")
 	f.StringArrayVarP(&g.env, "env", "e", nil, "sandbox environment: `KEY=VAL`, or KEY to copy the host value (repeatable)")
 	f.StringArrayVar(&g.envFiles, "env-file", nil, "read sandbox environment from `FILE` (repeatable)")
-	f.DurationVar(&g.ttl, "ttl", 0, "lifetime of a created sandbox (see `sandbox delete --expired`)")
+	f.DurationVar(&g.ttl, "ttl", 0, "lifetime of a created sandbox (`DUR`, e.g. 2h; an expired sandbox is deleted by the next run, or by sandbox delete --expired)")
 	f.BoolVar(&g.keep, "keep", false, "keep a created sandbox on exit and print the reattach command")
 	f.StringVar(&g.user, "user", "", "run commands as `USER` of the sandbox (a name in its /etc/passwd or a uid); a created sandbox makes it its default user, adding it when missing")
 	f.StringVar(&g.network, "network", "", "network for executed commands: on or off (local default: off)")

@@ -130,6 +130,9 @@ func (e *Engine) provider(name string) (providers.Provider, error) {
 	}
 	p, err := reg.New(e.Config())
 	if err != nil {
+		if strings.HasPrefix(err.Error(), name+":") {
+			return nil, err // it names the provider already
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	e.providers[name] = p

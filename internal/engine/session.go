@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +67,7 @@ func ReattachCommand(provider, id string) string {
 func (s *Session) create(ctx context.Context, name string, spec providers.Spec) error {
 	e := s.engine
 	spec.Labels = mergeLabels(spec.Labels, map[string]string{RunLabel: e.runID})
-	fmt.Fprintf(e.opts.Progress, "creating a %s sandbox…\n", name)
+	fmt.Fprintf(e.opts.Progress, "creating %s %s sandbox…\n", article(name), name)
 	info, err := s.provider.Create(ctx, spec)
 	if err != nil {
 		// The provider may have created it before the error (an interrupt
@@ -363,4 +364,12 @@ func (s *Session) Note() string {
 		return n.TakeNote(s.info.ID)
 	}
 	return ""
+}
+
+// article is the indefinite article before word: "an e2b sandbox".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
