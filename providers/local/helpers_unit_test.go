@@ -238,3 +238,17 @@ func TestStartErrorHint(t *testing.T) {
 		t.Errorf("setupErr = %v, want ErrUnavailable with the AppArmor hint", err)
 	}
 }
+
+func TestErrorOfNamesThePathOnce(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ op, msg, want string }{
+		{"read /workspace/nope", "/workspace/nope: no such file or directory", "local: read /workspace/nope: no such file or directory"},
+		{"read /workspace/nope", "open /workspace/nope: permission denied", "local: read /workspace/nope: open /workspace/nope: permission denied"},
+		{"list /w", "not a directory", "local: list /w: not a directory"},
+	}
+	for _, tc := range tests {
+		if got := errorOf(tc.op, statusMsg{Err: tc.msg}).Error(); got != tc.want {
+			t.Errorf("errorOf(%q, %q) = %q, want %q", tc.op, tc.msg, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package local
 import (
 	"errors"
 	"io/fs"
+	"strings"
 	"syscall"
 
 	"github.com/agentbox/sandbox/providers"
@@ -260,7 +261,12 @@ func sentinel(kind string) error {
 // errorOf turns a failure reported by the init into a provider error named
 // after op.
 func errorOf(op string, m statusMsg) error {
-	e := &providers.Error{Kind: sentinel(m.Kind), Provider: Name, Op: op, Msg: m.Err}
+	msg := m.Err
+	if i := strings.LastIndexByte(op, ' '); i >= 0 {
+		// "read /w/x" and "/w/x: no such file…": the path once.
+		msg = strings.TrimPrefix(msg, op[i+1:]+": ")
+	}
+	e := &providers.Error{Kind: sentinel(m.Kind), Provider: Name, Op: op, Msg: msg}
 	if m.Errno != 0 {
 		e.Err = syscall.Errno(m.Errno)
 	}
