@@ -119,6 +119,9 @@ func newInfoCmd(app *App) *cobra.Command {
 				return err
 			}
 			if app.flags.json {
+				// As the table: the isolation is named even when it is
+				// the provider's normal one.
+				info.Isolation = cmp.Or(info.Isolation, "full")
 				return output.JSON(app.streams.Out, info)
 			}
 			rows := [][]string{
