@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"strconv"
@@ -65,7 +66,13 @@ func (a *App) init(cmd *cobra.Command) error {
 		return err
 	}
 	dot, err := config.LoadDotEnv(filepath.Join(wd, ".env"))
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		// The .env of a directory the user passes through is not
+		// theirs to read; only --env-file is a file they named.
+		fmt.Fprintf(a.streams.Err, "sandbox: warning: %v; it is ignored\n", err)
+		dot = map[string]string{}
+	case err != nil:
 		return &UsageError{Err: err}
 	}
 	a.env = config.NewEnv(a.deps.Getenv, dot)
