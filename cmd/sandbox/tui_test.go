@@ -247,25 +247,44 @@ func TestTUIPlanApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type rec struct{ Source, Target, Decision, By, Reason, Rule string }
+	// The audit log holds the call events: call.requested names the
+	// request, call.decided (same call_id) the decision.
+	type rec struct {
+		Allow      bool
+		By, Reason string
+	}
+	var ev struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Source string `json:"source"`
+		Target string `json:"target"`
+		Allow  bool   `json:"allow"`
+		By     string `json:"by"`
+		Reason string `json:"reason"`
+	}
+	targets := map[string]string{} // call id → target of a script call
 	got := map[string]rec{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		var r rec
-		json.Unmarshal(sc.Bytes(), &r)
-		if r.Source == "script" {
-			got[r.Target] = r
+		ev.Type, ev.Source, ev.Target, ev.By, ev.Reason, ev.Allow = "", "", "", "", "", false
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		switch {
+		case ev.Type == "call.requested" && ev.Source == "script":
+			targets[ev.CallID] = ev.Target
+		case ev.Type == "call.decided" && targets[ev.CallID] != "":
+			got[targets[ev.CallID]] = rec{Allow: ev.Allow, By: ev.By, Reason: ev.Reason}
 		}
 	}
 	for target, want := range map[string]rec{
-		"echo Once":             {Decision: "allow", By: "user"},
-		"echo Session":          {Decision: "allow", By: "user"},
-		"echo Covered":          {Decision: "allow", By: "session"},
-		"touch /workspace/nope": {Decision: "deny", By: "user", Reason: "not in this plan"},
+		"echo Once":             {Allow: true, By: "user"},
+		"echo Session":          {Allow: true, By: "user"},
+		"echo Covered":          {Allow: true, By: "session"},
+		"touch /workspace/nope": {Allow: false, By: "user", Reason: "not in this plan"},
 	} {
-		r := got[target]
-		if r.Decision != want.Decision || r.By != want.By || r.Reason != want.Reason {
-			t.Errorf("audit for %q: %+v, want %+v", target, r, want)
+		if r, ok := got[target]; !ok || r != want {
+			t.Errorf("audit for %q: %+v (found %v), want %+v", target, r, ok, want)
 		}
 	}
 	if _, ok := got["echo never-reached"]; ok {
