@@ -34,12 +34,14 @@ func newServeCmd(app *App) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve --api NAME",
-		Short: "Serve a cloud provider's API (e2b) on sandboxes of another provider (local by default)",
+		Short: "Serve a cloud provider's API (e2b, daytona, runloop) on sandboxes of another provider (local by default)",
 		Long: `serve runs an emulator of a cloud provider's API — the control plane and the
 in-sandbox daemon on one listener — whose sandboxes are real sandboxes of
 another provider, local by default. Code written for that provider's official
 SDK runs against it unchanged: point the SDK at it with the variables printed
-on stdout (for e2b: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY).
+on stdout (for e2b: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY; for daytona:
+DAYTONA_API_URL and DAYTONA_API_KEY; for runloop: RUNLOOP_BASE_URL and
+RUNLOOP_API_KEY).
 
 Every operation passes through the approval policy like any other; requests
 count as your own, so --deny rules and a --policy file apply.
@@ -51,12 +53,13 @@ most --max-conns connections are served at once; idle ones are closed after
 --idle-timeout, and a request whose upload or response stalls for two
 minutes is ended (long uploads and output streams that keep moving are not).`,
 		Example: `  sandbox serve --api e2b --addr 127.0.0.1:3000
-  sandbox serve --api e2b --backend local --log`,
+  sandbox serve --api e2b --backend local --log
+  sandbox serve --api daytona --addr 127.0.0.1:3001`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return app.serve(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.api, "api", "", "the API to serve: a provider with an emulator (e2b)")
+	fl.StringVar(&f.api, "api", "", "the API to serve: a provider with an emulator (e2b, daytona, runloop)")
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:3000", "listen on `HOST:PORT` (port 0 picks a free one)")
 	fl.StringVar(&f.backend, "backend", "local", "the provider whose sandboxes back the emulator")
 	fl.StringVar(&f.apiKey, "api-key", "", "the API key clients must send (default: a random key, printed)")

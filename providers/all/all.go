@@ -13,10 +13,10 @@ import (
 
 // Registry returns a fresh registry holding every built-in provider.
 func Registry() *providers.Registry {
-	return providers.NewRegistry(
+	return providers.NewRegistry(append([]providers.Registration{
 		local.Registration(),
 		e2b.Registration(),
 		daytona.Registration(),
 		runloop.Registration(),
-	)
+	}, optional()...)...)
 }
