@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -82,9 +83,19 @@ func TestWriteOnFullDisk(t *testing.T) {
 		check("full", path, 16<<20)
 	}
 	mustRun(t, p, id, "rm -rf /workspace/fill")
-	// Space is back (nothing was left to take it): the sandbox works.
-	if err := p.WriteFile(ctx, id, "/workspace/small", bytes.NewReader(make([]byte, 1<<20)), 0o644); err != nil {
-		t.Errorf("a write once the disk has room again: %v", err)
+	// Space is back (nothing was left to take it): the sandbox works,
+	// once its init has seen that (the disk quota's cut-off, which a
+	// disk down to its reserve began, ends at its next look).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := p.WriteFile(ctx, id, "/workspace/small", bytes.NewReader(make([]byte, 1<<20)), 0o644)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a write once the disk has room again: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if got := mustRun(t, p, id, "stat -c %s /workspace/small"); got != "1048576\n" {
 		t.Errorf("small file: %q", got)
