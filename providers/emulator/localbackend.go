@@ -12,20 +12,13 @@ import (
 )
 
 // LocalBackend returns a local provider keeping its state in a temporary
-// directory of the test, the backend the emulators' tests run on. Its
-// pooled inits are off: one started as a test ends would be made in a
-// state directory that is being removed. Before that directory goes, the
-// provider is closed and its trash reaper waited for, which would
-// otherwise write in it while it is removed. The test binary's TestMain
-// must call local.MaybeRunInit first.
+// directory of the test, the backend the emulators' tests run on. Before
+// that directory goes, the provider is closed and its trash reaper waited
+// for, which would otherwise write in it while it is removed. The test
+// binary's TestMain must call local.MaybeRunInit first.
 func LocalBackend(t testing.TB) providers.Provider {
 	t.Helper()
-	backend, err := local.New(providers.Config{StateDir: t.TempDir(), Getenv: func(key string) (string, bool) {
-		if key == "SANDBOX_LOCAL_POOL" {
-			return "0", true
-		}
-		return "", false
-	}})
+	backend, err := local.New(providers.Config{StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/emulator"
-	"github.com/agentbox/sandbox/providers/local"
 	"github.com/agentbox/sandbox/providers/modal"
 	mdemu "github.com/agentbox/sandbox/providers/modal/emulator"
 )
@@ -51,10 +50,7 @@ func TestCredentials(t *testing.T) {
 // fail with a status, times times each.
 func faultHarness(t *testing.T, method string, code codes.Code, times int32) (*harness, *atomic.Int32) {
 	t.Helper()
-	backend, err := local.New(providers.Config{StateDir: t.TempDir(), Getenv: noPool})
-	if err != nil {
-		t.Fatalf("local.New: %v", err)
-	}
+	backend := emulator.LocalBackend(t)
 	var hits atomic.Int32
 	faults := emulator.NewFaults()
 	srv := mdemu.New(backend, mdemu.Options{APIKey: testSecret, Wrap: faults.Wrap,

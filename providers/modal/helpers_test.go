@@ -6,7 +6,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/emulator"
 	"github.com/agentbox/sandbox/providers/local"
 	"github.com/agentbox/sandbox/providers/modal"
@@ -31,21 +30,9 @@ type harness struct {
 	server *mdemu.Server
 }
 
-// noPool turns the local backend's pooled inits off: one started as a
-// test ends would be made in its state directory while that is removed.
-func noPool(key string) (string, bool) {
-	if key == "SANDBOX_LOCAL_POOL" {
-		return "0", true
-	}
-	return "", false
-}
-
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	backend, err := local.New(providers.Config{StateDir: t.TempDir(), Getenv: noPool})
-	if err != nil {
-		t.Fatalf("local.New: %v", err)
-	}
+	backend := emulator.LocalBackend(t)
 	faults := emulator.NewFaults()
 	srv := mdemu.New(backend, mdemu.Options{APIKey: testSecret, Wrap: faults.Wrap})
 	t.Cleanup(func() { _ = srv.Close() })
