@@ -14,6 +14,8 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/daytona/wire"
+
+	shared "github.com/agentbox/sandbox/providers/emulator"
 )
 
 // sandbox is the emulator's record of one Daytona sandbox.
@@ -157,7 +159,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if info.Network != providers.NetworkDefault {
 		dto.NetworkBlockAll = info.Network == providers.NetworkOff
 	}
-	sb := &sandbox{id: id, backendID: info.ID, dto: dto, signingKey: randomHex(64), lastActivity: now, sessions: map[string]*session{}}
+	sb := &sandbox{id: id, backendID: info.ID, dto: dto, signingKey: shared.RandomHex(32), lastActivity: now, sessions: map[string]*session{}}
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.mu.Unlock()
@@ -477,7 +479,7 @@ func (s *Server) adopt(info providers.Info) {
 	}
 	now := s.opts.Now().UTC()
 	s.sandboxes[id] = &sandbox{
-		id: id, backendID: info.ID, signingKey: randomHex(64), lastActivity: now, stoppedAt: now, sessions: map[string]*session{},
+		id: id, backendID: info.ID, signingKey: shared.RandomHex(32), lastActivity: now, stoppedAt: now, sessions: map[string]*session{},
 		dto: wire.Sandbox{
 			ID: id, OrganizationID: organizationID, Name: cmp.Or(info.Labels[labelName], id), Snapshot: info.Labels[labelSnapshot],
 			User: defaultUser, Env: map[string]string{}, Labels: labels, Target: "local",

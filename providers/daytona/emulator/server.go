@@ -138,7 +138,7 @@ func NewEmulator(backend providers.Provider, opts providers.EmulatorOptions) (pr
 	}
 	key := opts.APIKey
 	if key == "" {
-		key = "dtn_" + randomHex(32)
+		key = "dtn_" + shared.RandomHex(16)
 	}
 	return New(backend, Options{APIKey: key, Log: opts.Log}), nil
 }
@@ -263,12 +263,6 @@ func routePath(r *http.Request) string {
 }
 
 func isKind(err, kind error) bool { return errors.Is(err, kind) }
-
-func randomHex(n int) string {
-	b := make([]byte, n/2)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // newUUID returns a random (version 4) UUID.
 func newUUID() string {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	shared "github.com/agentbox/sandbox/providers/emulator"
 )
 
 // Signed file URLs: GET …/files/download and POST …/files/upload-v2 of a
@@ -68,7 +70,7 @@ func (s *Server) signingKey(w http.ResponseWriter, r *http.Request, sb *sandbox)
 // rotateSigningKey replaces the signing key, invalidating every URL
 // signed before.
 func (s *Server) rotateSigningKey(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	key := randomHex(64)
+	key := shared.RandomHex(32)
 	sb.mu.Lock()
 	sb.signingKey = key
 	sb.mu.Unlock()

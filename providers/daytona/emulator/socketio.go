@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	shared "github.com/agentbox/sandbox/providers/emulator"
 )
 
 // Engine.IO timing the emulator announces.
@@ -33,7 +35,7 @@ func (s *Server) socketIO(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.CloseNow()
 	ctx := r.Context()
-	sid := randomHex(20)
+	sid := shared.RandomHex(10)
 	open, _ := json.Marshal(map[string]any{
 		"sid": sid, "upgrades": []string{}, "pingInterval": pingInterval.Milliseconds(),
 		"pingTimeout": pingTimeout.Milliseconds(), "maxPayload": 1000000,
@@ -96,7 +98,7 @@ func (s *Server) socketPacket(msg string) string {
 		if !s.validKey(auth.Token) {
 			return `44{"message":"Unauthorized"}`
 		}
-		b, _ := json.Marshal(map[string]string{"sid": randomHex(20)})
+		b, _ := json.Marshal(map[string]string{"sid": shared.RandomHex(10)})
 		return "40" + string(b)
 	default: // pongs, events and acks need no answer
 		return ""

@@ -69,6 +69,7 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/e2b/wire"
+	"github.com/agentbox/sandbox/providers/emulator"
 )
 
 // EnvdVersion is the envd version the emulator reports: recent enough
@@ -212,9 +213,7 @@ func NewEmulator(backend providers.Provider, opts providers.EmulatorOptions) (pr
 	}
 	key := opts.APIKey
 	if key == "" {
-		var b [20]byte
-		_, _ = rand.Read(b[:])
-		key = "e2b_" + hex.EncodeToString(b[:])
+		key = "e2b_" + emulator.RandomHex(20)
 	}
 	return New(backend, Options{APIKey: key, Log: opts.Log}), nil
 }

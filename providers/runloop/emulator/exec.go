@@ -15,6 +15,8 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/runloop/wire"
+
+	"github.com/agentbox/sandbox/providers/emulator"
 )
 
 // execution is one command of a devbox. Its output is kept whole.
@@ -105,7 +107,7 @@ func (s *Server) start(d *devbox, command, shellName, commandID string) (*execut
 	}
 	d.nextID++
 	ctx, cancel := context.WithCancel(s.ctx)
-	e := &execution{id: fmt.Sprintf("exn_%s%d", randomHex(6), d.nextID), shellName: shellName, command: command, started: s.now(),
+	e := &execution{id: fmt.Sprintf("exn_%s%d", emulator.RandomHex(6), d.nextID), shellName: shellName, command: command, started: s.now(),
 		cancel: cancel, status: wire.ExecRunning, changed: make(chan struct{})}
 	d.execs[e.id] = e
 	if commandID != "" {

@@ -48,10 +48,8 @@ package emulator
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,7 +157,7 @@ func NewEmulator(backend providers.Provider, opts providers.EmulatorOptions) (pr
 	}
 	key := opts.APIKey
 	if key == "" {
-		key = "ak_" + randomHex(20)
+		key = "ak_" + emulator.RandomHex(20)
 	}
 	return New(backend, Options{APIKey: key, Log: opts.Log}), nil
 }
@@ -303,7 +301,7 @@ func (s *Server) create(await bool) http.HandlerFunc {
 		}
 		now := s.now()
 		d := &devbox{
-			id: "dbx_" + randomHex(12), env: body.EnvironmentVariables, changed: make(chan struct{}),
+			id: "dbx_" + emulator.RandomHex(12), env: body.EnvironmentVariables, changed: make(chan struct{}),
 			lastUsed: now, execs: map[string]*execution{}, byCmd: map[string]string{}, shells: map[string]bool{},
 		}
 		d.view = wire.Devbox{
@@ -790,10 +788,4 @@ func writeTimeout(w http.ResponseWriter, msg string) {
 // writeKindError answers with the status of err's kind and its message.
 func writeKindError(w http.ResponseWriter, err error) {
 	writeError(w, httpapi.StatusForKind(err), err.Error())
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
