@@ -1,8 +1,6 @@
 package daytona
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,18 +14,22 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/daytona/wire"
+	"github.com/agentbox/sandbox/providers/execbg"
 )
 
 // A Daytona sandbox is a machine: Stop and Start (control.go) stop and
 // start it, and the toolbox's sessions run background commands. A
 // background command runs in a session of its own, which is kept: a small
-// wrapper records its pid in bgDir (<session>.pid, and <pid>.sid naming
-// the session back) before it becomes the command, so that Logs finds the
-// session of a pid and Processes tells background commands apart.
+// wrapper records its pid in execbg's directory (<session>.pid, and the
+// execbg record <pid>.bg naming the session back) before it becomes the
+// command, so that Logs finds the session of a pid. The process list and
+// signals are execbg's, shared with the other providers that run them as
+// commands; the exit status and output of an ended command come from its
+// session.
 
-// bgDir holds the pid files of background commands; it is in /tmp, which
+// bgDir holds the records of background commands; it is in /tmp, which
 // a stop empties, as the commands end.
-const bgDir = "/tmp/.sandbox-bg"
+const bgDir = execbg.DefaultDir
 
 var _ providers.Machine = (*Provider)(nil)
 
@@ -38,7 +40,7 @@ func (p *Provider) background(ctx context.Context, id string, req providers.Exec
 		return providers.ExecResult{}, err
 	}
 	session := "sandbox-bg-" + randomHex(8)
-	record := fmt.Sprintf(`d=%s; mkdir -p "$d" && echo %s > "$d/$$.sid" && echo $$ > "$d/%s.pid.tmp" && mv "$d/%s.pid.tmp" "$d/%s.pid"; `,
+	record := fmt.Sprintf(`d=%s; mkdir -p "$d" && echo %s > "$d/$$.bg" && echo $$ > "$d/%s.pid.tmp" && mv "$d/%s.pid.tmp" "$d/%s.pid"; `,
 		bgDir, session, session, session, session)
 	command, err := shellCommand(req, "/dev/null", record)
 	if err != nil {
@@ -100,25 +102,21 @@ func (p *Provider) started(ctx context.Context, id string) (bool, error) {
 	return sb.State == wire.StateStarted, nil
 }
 
-// processScript lists the sandbox's processes from /proc, one line each:
-// P, pid, ppid, uid, state, name and command line (its arguments ended by
-// the byte 037) separated by tabs; then the background commands' pid
-// files: B, pid, session. The script and the shell that runs it are left
-// out.
-const processScript = `for d in /proc/[0-9]*; do
-  case ${d#/proc/} in $$|$PPID) continue;; esac
-  s=$(cat "$d/stat" 2>/dev/null) || continue
-  n=${s#*\(}; n=${n%\)*}
-  set -- ${s##*\) }
-  u=$(while read -r k v _; do [ "$k" = Uid: ] && echo "$v" && break; done < "$d/status" 2>/dev/null)
-  c=$(tr '\0' '\037' < "$d/cmdline" 2>/dev/null)
-  printf 'P\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d#/proc/}" "$2" "$u" "$1" "$n" "$c"
-done
-for f in ` + bgDir + `/*.sid; do
-  [ -e "$f" ] || continue
-  b=${f##*/}
-  printf 'B\t%s\t%s\n' "${b%.sid}" "$(cat "$f")"
-done`
+// machine lists processes, sends signals and finds the session of a
+// background command with commands run in the sandbox.
+func (p *Provider) machine() *execbg.Machine {
+	return &execbg.Machine{Provider: Name, Runner: p, Dir: bgDir, ExitCode: p.sessionExitCode}
+}
+
+// sessionExitCode is the exit status of the background command that ran
+// in session, nil while it runs.
+func (p *Provider) sessionExitCode(ctx context.Context, id string, _ int, session string) (*int, error) {
+	cmd, err := p.bgCommand(ctx, id, session)
+	if err != nil {
+		return nil, err
+	}
+	return cmd.ExitCode, nil
+}
 
 // Processes lists what runs in the sandbox: its processes, read from
 // /proc, with the background commands marked, and the background commands
@@ -127,49 +125,7 @@ func (p *Provider) Processes(ctx context.Context, id string) ([]providers.Proces
 	if ok, err := p.started(ctx, id); err != nil || !ok {
 		return []providers.Process{}, err
 	}
-	var out bytes.Buffer
-	res, err := p.Exec(ctx, id, providers.ExecRequest{Shell: processScript, Stdout: &out, Cwd: "/"})
-	if err == nil && res.ExitCode != 0 {
-		err = providers.Errorf(providers.ErrUnavailable, Name, "processes", "listing the processes exited %d", res.ExitCode)
-	}
-	if err != nil {
-		return nil, err
-	}
-	procs := []providers.Process{}
-	index := map[int]int{}
-	sessions := map[int]string{}
-	sc := bufio.NewScanner(&out)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), "\t")
-		switch {
-		case len(f) == 7 && f[0] == "P":
-			pid, _ := strconv.Atoi(f[1])
-			ppid, _ := strconv.Atoi(f[2])
-			uid, _ := strconv.Atoi(f[3])
-			index[pid] = len(procs)
-			argv := strings.Split(strings.TrimSuffix(f[6], "\x1f"), "\x1f")
-			if f[6] == "" {
-				argv = nil
-			}
-			procs = append(procs, providers.Process{PID: pid, PPID: ppid, UID: uid, State: f[4], Name: f[5], Argv: argv})
-		case len(f) == 3 && f[0] == "B":
-			pid, _ := strconv.Atoi(f[1])
-			sessions[pid] = f[2]
-		}
-	}
-	for pid, session := range sessions {
-		if i, ok := index[pid]; ok {
-			procs[i].Background = true
-			continue
-		}
-		cmd, err := p.bgCommand(ctx, id, session)
-		if err != nil || cmd.ExitCode == nil {
-			continue
-		}
-		procs = append(procs, providers.Process{PID: pid, Background: true, State: "exited", ExitCode: cmd.ExitCode})
-	}
-	return procs, nil
+	return p.machine().Processes(ctx, id)
 }
 
 // bgCommand describes the command of a background session.
@@ -192,35 +148,22 @@ func (p *Provider) bgCommand(ctx context.Context, id, session string) (wire.Comm
 // Signal sends sig to a process of the sandbox with kill; a process that
 // does not run (or a stopped sandbox) matches ErrNotFound.
 func (p *Provider) Signal(ctx context.Context, id string, pid int, sig syscall.Signal) error {
-	op := fmt.Sprintf("signal %d", pid)
 	if ok, err := p.started(ctx, id); err != nil {
 		return err
 	} else if !ok {
-		return providers.Errorf(providers.ErrNotFound, Name, op, "the sandbox is stopped: no process %d", pid)
+		return providers.Errorf(providers.ErrNotFound, Name, fmt.Sprintf("signal %d", pid), "the sandbox is stopped: no process %d", pid)
 	}
-	var stderr bytes.Buffer
-	res, err := p.Exec(ctx, id, providers.ExecRequest{Argv: []string{"kill", "-" + strconv.Itoa(int(sig)), strconv.Itoa(pid)}, Stderr: &stderr, Cwd: "/"})
-	if err != nil {
-		return err
-	}
-	if res.ExitCode != 0 {
-		return providers.Errorf(providers.ErrNotFound, Name, op, "no such process: %s", strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	return p.machine().Signal(ctx, id, pid, sig)
 }
 
 // Logs copies the output of background command pid into w (stdout and
 // stderr in the order they came), following it until it ends when follow
 // is set, and returns its exit status once it has ended.
 func (p *Provider) Logs(ctx context.Context, id string, pid int, follow bool, w io.Writer) (*int, error) {
-	b, err := p.readSmall(ctx, id, fmt.Sprintf("%s/%d.sid", bgDir, pid))
-	if errors.Is(err, providers.ErrNotFound) {
-		return nil, providers.Errorf(providers.ErrNotFound, Name, fmt.Sprintf("logs %d", pid), "no background command %d", pid)
-	}
+	session, err := p.machine().Token(ctx, id, pid)
 	if err != nil {
 		return nil, err
 	}
-	session := strings.TrimSpace(string(b))
 	cmd, err := p.bgCommand(ctx, id, session)
 	if err != nil {
 		return nil, err

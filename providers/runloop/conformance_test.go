@@ -11,13 +11,11 @@ import (
 )
 
 // TestConformance runs the shared provider suite against our client talking
-// to the emulator (backed by real local sandboxes) over real HTTP. A devbox
-// is a machine (what a command starts with `&` keeps running, /tmp stays)
-// though the client does not implement providers.Machine: Options.Machine
-// runs the machine checks that need no Machine method.
+// to the emulator (backed by real local sandboxes) over real HTTP,
+// providers.Machine's checks included: Stop and Start suspend and resume
+// the devbox, which the emulator maps to the backend's stop and start.
 func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Options{
-		New:     func(t *testing.T) providers.Provider { return newHarness(t, rlemu.Options{}).client(t, nil) },
-		Machine: true,
+		New: func(t *testing.T) providers.Provider { return newHarness(t, rlemu.Options{}).client(t, nil) },
 	})
 }

@@ -223,9 +223,8 @@ func state(s string) providers.State {
 	switch s {
 	case wire.StatusRunning:
 		return providers.StateRunning
-	case wire.StatusSuspending, wire.StatusSuspended, wire.StatusResuming:
-		return providers.StatePaused
-	case wire.StatusShutdown, wire.StatusFailure:
+	case wire.StatusSuspending, wire.StatusSuspended, wire.StatusResuming, wire.StatusShutdown, wire.StatusFailure:
+		// A suspended devbox is a stopped machine (see machine.go).
 		return providers.StateStopped
 	default:
 		return providers.StateUnknown

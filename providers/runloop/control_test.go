@@ -68,8 +68,8 @@ func TestControl(t *testing.T) {
 		if err := p.Suspend(t.Context(), id); err != nil {
 			t.Fatalf("Suspend: %v", err)
 		}
-		if in, err := p.Get(t.Context(), id); err != nil || in.State != providers.StatePaused {
-			t.Errorf("Get after Suspend: %+v, %v; want paused", in, err)
+		if in, err := p.Get(t.Context(), id); err != nil || in.State != providers.StateStopped {
+			t.Errorf("Get after Suspend: %+v, %v; want stopped", in, err)
 		}
 		if err := p.Resume(t.Context(), id); err != nil {
 			t.Fatalf("Resume: %v", err)

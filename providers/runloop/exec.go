@@ -28,7 +28,8 @@ const lastN = "1000000000"
 // while the execution long poll waits for its exit status (a command that
 // has ended by the time execute answers costs that one request). At
 // req.Timeout (or when ctx ends) the execution is killed with its process
-// group.
+// group. A suspended devbox is resumed first; a background command is
+// started as machine.go says.
 func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecRequest) (providers.ExecResult, error) {
 	return p.exec(ctx, id, req, req.Stdout == nil && req.Stderr == nil)
 }
@@ -38,10 +39,10 @@ func (p *Provider) Exec(ctx context.Context, id string, req providers.ExecReques
 // request.
 func (p *Provider) exec(ctx context.Context, id string, req providers.ExecRequest, batch bool) (providers.ExecResult, error) {
 	switch {
-	case req.Background:
-		return providers.ExecResult{}, errorf(providers.ErrUnsupported, "exec", "background commands are not supported by this client")
 	case req.Network == providers.NetworkOff:
 		return providers.ExecResult{}, errorf(providers.ErrUnsupported, "exec", "Runloop devboxes have no switch for the network")
+	case req.Background:
+		return p.background(ctx, id, req)
 	}
 	command, err := commandLine(req)
 	if err != nil {
@@ -66,8 +67,13 @@ func (p *Provider) exec(ctx context.Context, id string, req providers.ExecReques
 		wait = min(wait, max(int(req.Timeout/time.Second), 0))
 	}
 	var ex wire.Execution
-	err = p.call(runCtx, "exec", http.MethodPost, p.url(id, "execute")+"?last_n="+lastN,
-		wire.Execute{Command: command, CommandID: newUUIDv7(), OptimisticTimeout: &wait}, &ex, true)
+	for attempt := 0; ; attempt++ {
+		err = p.call(runCtx, "exec", http.MethodPost, p.url(id, "execute")+"?last_n="+lastN,
+			wire.Execute{Command: command, CommandID: newUUIDv7(), OptimisticTimeout: &wait}, &ex, true)
+		if err == nil || attempt > 0 || !p.resumeIfSuspended(runCtx, id, err) {
+			break
+		}
+	}
 	if err != nil {
 		return providers.ExecResult{}, p.execEnded(ctx, runCtx, id, "", err)
 	}

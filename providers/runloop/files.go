@@ -17,8 +17,18 @@ import (
 	"github.com/agentbox/sandbox/providers/runloop/wire"
 )
 
-// ReadFile streams a file with download_file.
+// ReadFile streams a file with download_file; a suspended devbox is
+// resumed first.
 func (p *Provider) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	rc, err := p.readFile(ctx, id, path)
+	if err != nil && p.resumeIfSuspended(ctx, id, err) {
+		rc, err = p.readFile(ctx, id, path)
+	}
+	return rc, err
+}
+
+// readFile asks download_file once.
+func (p *Provider) readFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
 	op := "read " + path
 	body, err := json.Marshal(wire.DownloadFile{Path: path})
 	if err != nil {
@@ -70,13 +80,44 @@ func (p *Provider) WriteFile(ctx context.Context, id, path string, r io.Reader, 
 	return nil
 }
 
+// replayLimit is how much of a file put keeps to send it again to a
+// devbox that was suspended when it was first sent.
+const replayLimit = 1 << 20
+
 // put streams r to path with upload_file. The body is sent once: a reader
-// that fails aborts the request, and the server keeps nothing.
+// that fails aborts the request, and the server keeps nothing. When the
+// devbox was suspended it is resumed and the file sent again, provided
+// the refused request took no more than replayLimit bytes of r.
 func (p *Provider) put(ctx context.Context, id, path string, r io.Reader) error {
+	rp := &replay{r: r, limit: replayLimit}
+	done, err := p.putOnce(ctx, id, path, rp)
+	if err == nil || !p.resumeIfSuspended(ctx, id, err) {
+		return err
+	}
+	// The first request's writer must be done with r before it is read
+	// again.
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return err
+	}
+	again, ok := rp.again()
+	if !ok {
+		return err
+	}
+	_, err = p.putOnce(ctx, id, path, again)
+	return err
+}
+
+// putOnce sends one upload_file request; done is closed once its writer
+// stopped reading r.
+func (p *Provider) putOnce(ctx context.Context, id, path string, r io.Reader) (<-chan struct{}, error) {
 	op := "write " + path
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		err := mw.WriteField("path", path)
 		if err == nil {
 			var part io.Writer
@@ -92,7 +133,7 @@ func (p *Provider) put(ctx context.Context, id, path string, r io.Reader) error 
 	h := p.headers(http.MethodPost)
 	h.Set("Content-Type", mw.FormDataContentType())
 	_, err := p.transport().DoJSON(ctx, &httpapi.Request{Op: op, Method: http.MethodPost, URL: p.url(id, "upload_file"), Header: h, Stream: pr}, nil)
-	return err
+	return done, err
 }
 
 // Stat describes a path, through a command.

@@ -27,6 +27,10 @@
 // reply); what the API has no endpoint for (stat, list, mkdir, remove,
 // rename, directory transfer as tar) runs as commands through package
 // execfs.
+//
+// Devboxes are machines (providers.Machine, see machine.go): Stop and
+// Start suspend and resume them, and background commands, the process
+// list, signals and logs run as commands through package execbg.
 package runloop
 
 import (
@@ -36,6 +40,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/execbg"
 	"github.com/agentbox/sandbox/providers/execfs"
 	"github.com/agentbox/sandbox/providers/httpapi"
 	"github.com/agentbox/sandbox/providers/runloop/emulator"
@@ -100,6 +105,7 @@ type Provider struct {
 	opts   Options
 	client *http.Client
 	fs     *execfs.FS
+	bg     *execbg.Machine
 }
 
 var (
@@ -138,6 +144,7 @@ func NewWithOptions(opts Options) (*Provider, error) {
 	}
 	p := &Provider{opts: opts, client: c}
 	p.fs = &execfs.FS{Provider: Name, Exec: p.execScript, Put: p.put, Get: p.get}
+	p.bg = &execbg.Machine{Provider: Name, Runner: p}
 	return p, nil
 }
 
