@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Shared error kinds. Providers wrap them (directly or through *Error) so that
@@ -66,16 +67,6 @@ func Errorf(kind error, provider, op, format string, args ...any) error {
 	return &Error{Kind: kind, Provider: provider, Op: op, Msg: fmt.Sprintf(format, args...)}
 }
 
-// KindOf returns the shared kind of err, or nil when it has none.
-func KindOf(err error) error {
-	for _, k := range []error{ErrNotFound, ErrAuth, ErrQuota, ErrTimeout, ErrUnavailable, ErrUnsupported, ErrInvalid, ErrExists} {
-		if errors.Is(err, k) {
-			return k
-		}
-	}
-	return nil
-}
-
 // CredentialError reports a missing or rejected credential; it matches ErrAuth
 // and names the variable that would fix it.
 type CredentialError struct {
@@ -101,3 +92,56 @@ func (e *CredentialError) Error() string {
 
 // Is matches ErrAuth.
 func (e *CredentialError) Is(target error) bool { return target == ErrAuth }
+
+// UnreachableError is a provider's API that could not be reached: no
+// connection to URL was made in Attempts tries. It matches ErrUnavailable
+// and says what to check.
+type UnreachableError struct {
+	Provider string
+	// Op names the operation ("create", "list").
+	Op string
+	// URL is the address tried, without its query.
+	URL string
+	// Cause is why no connection was made ("connect: connection
+	// refused").
+	Cause    string
+	Attempts int
+	// Check names the variables that set the API's address, when known;
+	// the message names the provider's API URL setting otherwise.
+	Check []string
+	// Err is the transport's error.
+	Err error
+}
+
+// Error names the URL tried, why it failed, and what to check.
+func (e *UnreachableError) Error() string {
+	var b strings.Builder
+	if e.Provider != "" {
+		b.WriteString(e.Provider + ": ")
+	}
+	if e.Op != "" {
+		b.WriteString(e.Op + ": ")
+	}
+	fmt.Fprintf(&b, "cannot reach %s", e.URL)
+	if e.Cause != "" {
+		fmt.Fprintf(&b, " (%s)", e.Cause)
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+	}
+	check := "the provider's API URL setting (see `sandbox providers`)"
+	if n := len(e.Check); n > 0 {
+		check = e.Check[n-1]
+		if n > 1 {
+			check = strings.Join(e.Check[:n-1], ", ") + " or " + check
+		}
+	}
+	fmt.Fprintf(&b, ": check %s and the network", check)
+	return b.String()
+}
+
+// Is matches ErrUnavailable.
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the transport's error.
+func (e *UnreachableError) Unwrap() error { return e.Err }

@@ -100,6 +100,17 @@ func TestScripts(t *testing.T) {
 					ts.Fatalf("call.output %q at %v and %q at %v: not %v apart", args[0], a, args[1], b, min)
 				}
 			},
+			// sandbox-json [-array] checks that stdout is the sandbox
+			// object of the schema of package events (DESIGN §4), or
+			// with -array an array of them.
+			"sandbox-json": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) > 1 || (len(args) == 1 && args[0] != "-array") {
+					ts.Fatalf("usage: sandbox-json [-array]")
+				}
+				v, err := eventstest.Compile()
+				ts.Check(err)
+				ts.Check(v.Sandbox([]byte(ts.ReadFile("stdout")), len(args) == 1))
+			},
 			// setenv-stdout NAME sets NAME to the trimmed stdout of the
 			// previous command (e.g. the id printed by `sandbox create`).
 			"setenv-stdout": func(ts *testscript.TestScript, neg bool, args []string) {

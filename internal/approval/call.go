@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/agentbox/sandbox/internal/events"
@@ -40,6 +41,59 @@ func observe(ctx context.Context, id string) {
 	if fn, ok := ctx.Value(observerKey{}).(func(string)); ok {
 		fn(id)
 	}
+}
+
+// holdKey is the context key of held completions.
+type holdKey struct{}
+
+// held keeps the completion events of calls until it is released.
+type held struct {
+	mu       sync.Mutex
+	released bool
+	pending  []func()
+}
+
+// add keeps send for the release and reports true, or reports false
+// when h is released already (or nil).
+func (h *held) add(send func()) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return false
+	}
+	h.pending = append(h.pending, send)
+	return true
+}
+
+func (h *held) release() {
+	h.mu.Lock()
+	pending := h.pending
+	h.pending, h.released = nil, true
+	h.mu.Unlock()
+	for _, send := range pending {
+		send()
+	}
+}
+
+// HoldCompletions returns ctx with which the Gate holds back the
+// completion event (EventOperation) of every call made with it until
+// release is called, which sends them in order, timed then. A caller that
+// writes what a call returned as output events (a read's content, a
+// listing, the last chunk of an exec's output) releases after writing
+// it, so that call.completed follows the call's output. The audit log
+// records each completion when its call ends. release may be called more
+// than once; a call that ends after it is reported at once.
+func HoldCompletions(ctx context.Context) (context.Context, func()) {
+	h := &held{}
+	return context.WithValue(ctx, holdKey{}, h), h.release
+}
+
+func holdFrom(ctx context.Context) *held {
+	h, _ := ctx.Value(holdKey{}).(*held)
+	return h
 }
 
 // CallIDs returns a source of call ids unique to one run: "c1", "c2", …

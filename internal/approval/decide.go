@@ -34,6 +34,9 @@ type call struct {
 	req   Request
 	// mreq is req with secrets masked, for events and the audit.
 	mreq Request
+	// hold, when set, keeps the completion event until the caller
+	// releases it (HoldCompletions).
+	hold *held
 }
 
 // do decides req and, when allowed, runs op and reports its outcome.
@@ -92,7 +95,7 @@ func (g *Gate) decide(ctx context.Context, req Request) (Decision, error) {
 // decideCall is decide for a call that may run: it also returns the call
 // and the error of writing its decision to the audit log.
 func (g *Gate) decideCall(ctx context.Context, req Request) (*call, Decision, error, error) {
-	c := &call{id: g.callID(), place: stepFrom(ctx), req: req, mreq: g.maskRequest(req)}
+	c := &call{id: g.callID(), place: stepFrom(ctx), req: req, mreq: g.maskRequest(req), hold: holdFrom(ctx)}
 	observe(ctx, c.id)
 	if err := ctx.Err(); err != nil {
 		return c, Decision{}, nil, err
@@ -215,7 +218,13 @@ func (g *Gate) report(c *call, dec Decision, code *int, err error, d time.Durati
 		ev.Error = g.mask(err.Error())
 		ev.cancelled = isCancel(err)
 	}
-	g.send(ev)
+	if !c.hold.add(func() {
+		sent := ev
+		sent.Time = g.now()
+		g.send(sent)
+	}) {
+		g.send(ev)
+	}
 	return g.audit.Write(ev.Public()...)
 }
 

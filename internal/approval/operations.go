@@ -130,6 +130,30 @@ func (g *Gate) ListDir(ctx context.Context, id, path string, depth int) ([]provi
 	return out, err
 }
 
+// Ls lists path to depth when it is a directory, or else returns what it
+// is (a file, or a symlink, which is not followed), in one call gated as
+// KindList.
+func (g *Gate) Ls(ctx context.Context, id, path string, depth int) ([]providers.FileInfo, error) {
+	var out []providers.FileInfo
+	err := g.onPath(ctx, KindList, id, path, followParent, func(ctx context.Context, target, p string) error {
+		fi, err := g.inner.Stat(ctx, id, target)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			fi.Path = rebase(fi.Path, target, p)
+			out = []providers.FileInfo{fi}
+			return nil
+		}
+		out, err = g.inner.ListDir(ctx, id, target, depth)
+		for i := range out {
+			out[i].Path = rebase(out[i].Path, target, p)
+		}
+		return err
+	})
+	return out, err
+}
+
 // Mkdir is gated as KindWrite.
 func (g *Gate) Mkdir(ctx context.Context, id, path string) error {
 	return g.onPath(ctx, KindWrite, id, path, followFinal, func(ctx context.Context, target, _ string) error {

@@ -102,25 +102,6 @@ func SuggestRules(req Request) []string {
 	return out
 }
 
-// ExactRules returns the rules that allow exactly this request again, or
-// nil when no rule can (a complex command, or words with spaces).
-func ExactRules(req Request) []string {
-	var out []string
-	if req.Kind == KindExec {
-		for _, seg := range req.Segments() {
-			if seg.Complex || seg.hasPatterns() || len(seg.Words) == 0 || !spellable(seg.Words) {
-				return nil
-			}
-			out = append(out, "exec:"+strings.Join(seg.Words, " "))
-		}
-		return out
-	}
-	for _, p := range req.Paths() {
-		out = append(out, string(req.Kind)+":"+escapeGlob(p))
-	}
-	return out
-}
-
 func suggestSegment(seg Segment) string {
 	w := seg.Words
 	if seg.Complex || len(w) == 0 || !spellable(w[:1]) || w[0] == "*" || !seg.wordAt(0).plain() {

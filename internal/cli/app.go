@@ -230,6 +230,7 @@ func (a *App) openOptions() (engine.OpenOptions, error) {
 			Network:  providers.Network(g.network),
 			AutoStop: g.autoStop.spec(),
 			User:     g.user,
+			Image:    g.image,
 		},
 	}
 	res, err := a.resources()

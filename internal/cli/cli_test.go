@@ -125,3 +125,53 @@ func TestExecRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownProvider checks that an unknown provider is a usage error
+// told in one sentence.
+func TestUnknownProvider(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runMain(t, nil, "--sandbox", "nope", "exec", "--", "true")
+	if code != ExitUsage {
+		t.Errorf("exit %d, want %d", code, ExitUsage)
+	}
+	if first, _, _ := strings.Cut(stderr, "\n"); first != `sandbox: unknown provider "nope" (known: fake)` {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+// TestUnreachableNamesVariables checks that an API that could not be
+// reached names the provider's address variables in the message.
+func TestUnreachableNamesVariables(t *testing.T) {
+	t.Parallel()
+	reg := fake.Registration()
+	reg.Env = []providers.EnvKey{{Name: "FAKE_API_KEY", Secret: true}, {Name: "FAKE_API_URL"}, {Name: "FAKE_DOMAIN"}}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"named", fmt.Errorf("could not create: %w", &providers.UnreachableError{Provider: fake.Name, Op: "create", URL: "http://127.0.0.1:1/x", Attempts: 5}),
+			fake.Name + ": create: cannot reach http://127.0.0.1:1/x after 5 attempts: check FAKE_API_URL or FAKE_DOMAIN and the network"},
+		{"unknown provider", &providers.UnreachableError{Provider: "other", Op: "list", URL: "http://h/"},
+			"other: list: cannot reach http://h/: check the provider's API URL setting (see `sandbox providers`) and the network"},
+	}
+	for _, tt := range tests {
+		err := explainUnreachable(tt.err, providers.NewRegistry(reg))
+		if !errors.Is(err, providers.ErrUnavailable) {
+			t.Errorf("%s: %v no longer matches ErrUnavailable", tt.name, err)
+		}
+		if got := err.Error(); !strings.HasSuffix(got, tt.want) {
+			t.Errorf("%s: %q, want it to end in %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestImageFlag checks that --image reaches the provider, which shows it
+// in the sandbox object.
+func TestImageFlag(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runMain(t, map[string]string{"FAKE_API_KEY": "k-123456"}, "--sandbox", "fake", "--image", "base-v2", "create", "--json")
+	if code != 0 || !strings.Contains(out, `"image": "base-v2"`) {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, out, stderr)
+	}
+}

@@ -42,12 +42,36 @@ func TestJSONEventStreams(t *testing.T) {
 	if err := os.WriteFile(plan, []byte("steps:\n  - exec: echo hi\n  - exec: rm -rf /workspace\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	files := filepath.Join(dir, "files.yaml")
+	if err := os.WriteFile(files, []byte(`steps:
+  - write: {path: /workspace/a.txt, content: "hello\n"}
+  - write: {path: /workspace/a.txt, content: "bye\n", force: true}
+  - read: /workspace/a.txt
+  - ls: /workspace
+  - glob: {pattern: "*.txt"}
+  - grep: {pattern: bye}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
 		code int
 		want []string
 	}{
+		// A write's look at the file it replaces, and an ls's at what
+		// it lists, are no calls of their own, and the output of a read
+		// or a listing comes before its call is completed.
+		{"run: file steps", []string{"--yes", "run", files}, 0, []string{
+			"run.started", "sandbox.created running",
+			"call.requested c1 write /workspace/a.txt", "call.decided c1 --yes", "call.completed c1 ok",
+			"call.requested c2 write /workspace/a.txt", "call.decided c2 --yes", "call.completed c2 ok",
+			"call.requested c3 read /workspace/a.txt", "call.decided c3 --yes", "call.output c3 stdout bye", "call.completed c3 ok",
+			"call.requested c4 list /workspace", "call.decided c4 --yes", "call.output c4 stdout /workspace/a.txt", "call.completed c4 ok",
+			"call.requested c5 list /workspace", "call.decided c5 --yes", "call.output c5 stdout /workspace/a.txt", "call.completed c5 ok",
+			"call.requested c6 list /workspace", "call.decided c6 --yes", "call.output c6 stdout /workspace/a.txt:1:bye", "call.completed c6 ok",
+			"sandbox.deleted deleted", "run.completed 0",
+		}},
 		{"exec", []string{"--yes", "exec", "--", "echo", "hi"}, 0, []string{
 			"run.started", "sandbox.created running",
 			"call.requested c1 exec echo hi", "call.decided c1 --yes", "call.output c1 stdout hi", "call.completed c1 ok",

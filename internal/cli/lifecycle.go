@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/events"
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
@@ -57,7 +58,7 @@ next operation starts it again. See also stop, start, ps, kill and logs.`,
 			}
 			info := s.Info()
 			if app.flags.json {
-				return output.JSON(app.streams.Out, info)
+				return output.JSON(app.streams.Out, sandboxObject(info))
 			}
 			fmt.Fprintln(app.streams.Out, output.Escape(info.ID))
 			return nil
@@ -85,10 +86,11 @@ func newListCmd(app *App) *cobra.Command {
 			}
 			sort.Slice(infos, func(i, j int) bool { return infos[i].CreatedAt.Before(infos[j].CreatedAt) })
 			if app.flags.json {
-				if infos == nil {
-					infos = []providers.Info{}
+				list := make([]*events.Sandbox, 0, len(infos))
+				for _, in := range infos {
+					list = append(list, sandboxObject(in))
 				}
-				return output.JSON(app.streams.Out, infos)
+				return output.JSON(app.streams.Out, list)
 			}
 			rows := make([][]string, 0, len(infos))
 			for _, in := range infos {
@@ -121,8 +123,9 @@ func newInfoCmd(app *App) *cobra.Command {
 			if app.flags.json {
 				// As the table: the isolation is named even when it is
 				// the provider's normal one.
-				info.Isolation = cmp.Or(info.Isolation, "full")
-				return output.JSON(app.streams.Out, info)
+				sb := sandboxObject(info)
+				sb.Isolation = cmp.Or(sb.Isolation, "full")
+				return output.JSON(app.streams.Out, sb)
 			}
 			rows := [][]string{
 				{"id", info.ID}, {"provider", info.Provider}, {"state", string(info.State)},
@@ -136,6 +139,12 @@ func newInfoCmd(app *App) *cobra.Command {
 			return output.Table(app.streams.Out, []string{"FIELD", "VALUE"}, rows)
 		},
 	}
+}
+
+// sandboxObject is info as `--json` verbs print a sandbox: the object
+// sandbox.* events carry (DESIGN §4), without the tool's own labels.
+func sandboxObject(info providers.Info) *events.Sandbox {
+	return events.NewSandbox(info, "", engine.RunLabel)
 }
 
 // formatLimits shows a sandbox's limits in the info table.

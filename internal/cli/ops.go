@@ -89,9 +89,12 @@ Its output is kept for ` + "`sandbox logs ID PID`" + `; ` + "`sandbox ps`" + ` l
 				}
 			}
 			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				// call.completed follows the last of the output.
+				ctx, release := approval.HoldCompletions(ctx)
 				res, err := s.Exec(approval.WithCallObserver(ctx, current.Set), req)
 				stdout.Close()
 				stderr.Close()
+				release()
 				if err != nil {
 					return err
 				}
@@ -169,8 +172,11 @@ in base64 (data_b64) where it is not UTF-8.`,
 				w = app.masker.Writer(app.streams.Out)
 			}
 			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
+				// call.completed follows the content.
+				ctx, release := approval.HoldCompletions(ctx)
 				err := s.Read(approval.WithCallObserver(ctx, current.Set), args[0], w)
 				w.Close()
+				release()
 				return err
 			})
 		},
@@ -206,12 +212,29 @@ func newEditCmd(app *App) *cobra.Command {
 	var old, new string
 	var all bool
 	cmd := &cobra.Command{
-		Use:   "edit PATH --old TEXT --new TEXT",
+		Use:   "edit PATH (OLD NEW | --old TEXT --new TEXT)",
 		Short: "Replace text in a file (the old text must appear exactly once, or use --all)",
-		Args:  exactArgs(1, "edit needs one path"),
+		Long: `Replace OLD with NEW in a file: the old text must appear exactly once, or
+every occurrence is replaced with --all. The texts come as two arguments after
+the path, or as --old and --new; the TUI's /edit takes the same.`,
+		Example: `  sandbox edit /workspace/app.py 'debug = True' 'debug = False'
+  sandbox edit /workspace/app.py --old 'debug = True' --new 'debug = False' --all`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			flags := cmd.Flags().Changed("old") || cmd.Flags().Changed("new")
+			switch {
+			case len(args) == 1 && flags, len(args) == 3 && !flags:
+				return nil
+			case len(args) == 3:
+				return &UsageError{Err: errors.New("edit takes OLD NEW as arguments or as --old and --new, not both")}
+			}
+			return &UsageError{Err: errors.New("edit needs a path, then OLD NEW or --old TEXT --new TEXT")}
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("old") || old == "" {
-				return &UsageError{Err: errors.New("edit needs --old TEXT (non-empty)")}
+			if len(args) == 3 {
+				old, new = args[1], args[2]
+			}
+			if old == "" {
+				return &UsageError{Err: errors.New("edit needs the text to replace (OLD or --old TEXT, non-empty)")}
 			}
 			return app.withCall(cmd, func(ctx context.Context, s *engine.Session) error {
 				res, err := s.Edit(ctx, args[0], old, new, all)

@@ -63,6 +63,7 @@ func Main(ctx context.Context, args []string, d Deps) int {
 	}
 	code := ExitOK
 	if err != nil {
+		err = explainUnreachable(err, d.Registry)
 		code = exitCode(err)
 		if ctx.Err() != nil && code == ExitError {
 			code = ExitInterrupted
@@ -86,6 +87,40 @@ func Main(ctx context.Context, args []string, d Deps) int {
 	}
 	return code
 }
+
+// explainUnreachable makes a provider's API that could not be reached
+// name the variables that set its address (those of its registration
+// ending in _URL or _DOMAIN), for every provider at once. It returns err
+// with its message so completed, or err itself.
+func explainUnreachable(err error, reg *providers.Registry) error {
+	var ue *providers.UnreachableError
+	if !errors.As(err, &ue) || len(ue.Check) > 0 || reg == nil {
+		return err
+	}
+	r, lerr := reg.Lookup(ue.Provider)
+	if lerr != nil {
+		return err
+	}
+	named := *ue
+	for _, k := range r.Env {
+		if strings.HasSuffix(k.Name, "_URL") || strings.HasSuffix(k.Name, "_DOMAIN") {
+			named.Check = append(named.Check, k.Name)
+		}
+	}
+	if len(named.Check) == 0 {
+		return err
+	}
+	return &explainedError{msg: strings.Replace(err.Error(), ue.Error(), named.Error(), 1), err: err}
+}
+
+// explainedError is an error with a message completed by the CLI.
+type explainedError struct {
+	msg string
+	err error
+}
+
+func (e *explainedError) Error() string { return e.msg }
+func (e *explainedError) Unwrap() error { return e.err }
 
 // printError writes "sandbox: message" to stderr, masked and escaped
 // (output.EscapeText): a message may quote a command, a path or the tail
@@ -125,6 +160,8 @@ type globalFlags struct {
 	memory       string
 	disk         string
 	pids         int
+	// image is --image (providers.Spec.Image).
+	image string
 	// auditRequired refuses a gated operation whose audit record cannot
 	// be written (approval.GateOptions.AuditRequired).
 	auditRequired bool
@@ -252,6 +289,7 @@ deleted afterwards (unless --keep).`,
 	f.Float64Var(&g.cpus, "cpus", 0, "CPU limit of a created sandbox, in CPUs (e.g. 1.5), where the provider and host support it")
 	f.StringVar(&g.memory, "memory", "", "memory limit of a created sandbox (`SIZE`: 512m, 2g, or MiB), where the provider and host support it")
 	f.StringVar(&g.disk, "disk", "", "disk quota of a created sandbox's files (`SIZE`: 512m, 20g, or MiB), where the provider supports it (local: 10g by default)")
+	f.StringVar(&g.image, "image", "", "what a created sandbox starts from (`NAME`): an e2b template, a daytona snapshot, a runloop blueprint or snapshot, a modal image; local has none")
 	f.IntVar(&g.pids, "pids", 0, "process limit of a created sandbox, where the provider and host support it")
 	f.Var(&g.autoStop, "auto-stop", "stop a created sandbox after `DUR` without an operation (its files stay; the next operation starts it); 0 never")
 	f.BoolVar(&g.auditRequired, "audit-required", false, "refuse (exit 1) every operation whose audit record cannot be written, instead of running it unaudited")

@@ -77,7 +77,11 @@ func Run(ctx context.Context, s *engine.Session, plan *Plan, o Options) error {
 		}
 		current := &events.CurrentCall{}
 		sctx := approval.WithCallObserver(approval.WithStep(ctx, idx, st.Line), current.Set)
+		// The step's output is written (and flushed) before its calls
+		// are reported completed.
+		sctx, release := approval.HoldCompletions(sctx)
 		code, err := runStep(sctx, s, st, o, stepOutput(o, current))
+		release()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -366,7 +366,7 @@ type CreateError struct {
 
 // Error keeps the provider's message.
 func (e *CreateError) Error() string {
-	return fmt.Sprintf("could not create a %s sandbox: %v", e.Provider, e.Err)
+	return fmt.Sprintf("could not create %s %s sandbox: %v", article(e.Provider), e.Provider, e.Err)
 }
 
 // Unwrap returns the cause.

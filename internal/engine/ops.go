@@ -76,42 +76,24 @@ func (s *Session) Write(ctx context.Context, p string, r io.Reader, force bool) 
 	if err != nil {
 		return err
 	}
-	old, exists, err := s.current(ctx, p)
+	// A look at what is there, part of the write, not a call of its own.
+	cur, err := s.gate.Peek(ctx, s.info.ID, p, previewLimit)
 	if err != nil {
 		return err
 	}
-	if exists && !force {
+	if cur.Dir {
+		return fmt.Errorf("%s is a directory: %w", p, providers.ErrInvalid)
+	}
+	if cur.Exists && !force {
 		return &ExistsError{What: p + " already exists"}
 	}
 	d := approval.DetailsFrom(ctx)
 	if br, ok := smallContent(r); ok {
-		d.Diff = approval.UnifiedDiff(p, old, string(br), !exists)
+		d.Diff = approval.UnifiedDiff(p, cur.Content, string(br), !cur.Exists)
 		d.Bytes = int64(len(br))
 		r = bytes.NewReader(br)
 	}
 	return s.gate.WriteFile(approval.WithDetails(ctx, d), s.info.ID, p, r, 0o644)
-}
-
-// current returns the content of p when it is a small regular file.
-func (s *Session) current(ctx context.Context, p string) (string, bool, error) {
-	fi, err := s.gate.Stat(ctx, s.info.ID, p)
-	if errors.Is(err, providers.ErrNotFound) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	if fi.IsDir() {
-		return "", true, fmt.Errorf("%s is a directory: %w", p, providers.ErrInvalid)
-	}
-	if fi.Size > previewLimit || !fi.Mode.IsRegular() {
-		return "", true, nil
-	}
-	var b strings.Builder
-	if err := s.Read(ctx, p, &b); err != nil {
-		return "", true, err
-	}
-	return b.String(), true, nil
 }
 
 // smallContent returns the bytes of r when r is an in-memory reader small
@@ -144,14 +126,7 @@ func (s *Session) Ls(ctx context.Context, p string, depth int) ([]providers.File
 	if err != nil {
 		return nil, err
 	}
-	fi, err := s.gate.Stat(ctx, s.info.ID, p)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return []providers.FileInfo{fi}, nil
-	}
-	return s.gate.ListDir(ctx, s.info.ID, p, depth)
+	return s.gate.Ls(ctx, s.info.ID, p, depth)
 }
 
 // Glob finds paths under root matching a doublestar pattern. An absolute

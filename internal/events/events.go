@@ -190,6 +190,12 @@ type Sandbox struct {
 	Network   string            `json:"network,omitempty"`
 	Isolation string            `json:"isolation,omitempty"`
 	User      string            `json:"user,omitempty"`
+	// Resources are the limits in force, where the provider says.
+	Resources *providers.Resources `json:"resources,omitempty"`
+	// AutoStopSeconds is how long the sandbox runs without an operation
+	// before it stops by itself; absent when it never does or the
+	// provider does not say.
+	AutoStopSeconds int64 `json:"auto_stop_seconds,omitempty"`
 }
 
 // NewSandbox is the sandbox object of info in state, without the labels
@@ -209,11 +215,16 @@ func NewSandbox(info providers.Info, state providers.State, hidden ...string) *S
 	for _, k := range hidden {
 		delete(labels, k)
 	}
-	return &Sandbox{
+	sb := &Sandbox{
 		ID: info.ID, Provider: info.Provider, State: string(state), Labels: labels,
 		CreatedAt: info.CreatedAt, ExpiresAt: info.ExpiresAt, Image: info.Image,
 		Network: string(info.Network), Isolation: info.Isolation, User: info.User,
+		AutoStopSeconds: int64(info.AutoStop.Seconds()),
 	}
+	if info.Resources != (providers.Resources{}) {
+		sb.Resources = &info.Resources
+	}
+	return sb
 }
 
 //go:embed schema.json

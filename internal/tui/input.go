@@ -26,7 +26,7 @@ type command struct {
 var commands = []struct{ name, usage, help string }{
 	{"read", "/read PATH [LINE]", "show a page of a text file (from LINE)"},
 	{"write", "/write PATH [TEXT]", "write TEXT, or edit the file's content in $EDITOR (else a multi-line input)"},
-	{"edit", "/edit PATH [OLD NEW]", "replace OLD with NEW (quoted words), or edit the whole file in the editor"},
+	{"edit", "/edit PATH [OLD NEW | --old OLD --new NEW] [--all]", "replace OLD with NEW (quoted words; every one with --all), or edit the whole file in the editor"},
 	{"ls", "/ls [PATH]", "list a directory"},
 	{"glob", "/glob PATTERN [ROOT]", "find paths matching a glob"},
 	{"grep", "/grep PATTERN [PATH]", "search file contents"},
@@ -110,6 +110,43 @@ func parseInput(text string, shellMode bool) (command, error) {
 	}
 	c.args = args
 	return c, nil
+}
+
+// editArgs reads the arguments of /edit as `sandbox edit` takes them:
+// PATH, then OLD NEW or --old OLD --new NEW, and --all; whole is set for
+// PATH alone (the whole file in the editor).
+func editArgs(args []string) (p, old, new string, all, whole bool, err error) {
+	var words []string
+	var hasOld, hasNew bool
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--all":
+			all = true
+		case (a == "--old" || a == "--new") && i+1 < len(args):
+			i++
+			if a == "--old" {
+				old, hasOld = args[i], true
+			} else {
+				new, hasNew = args[i], true
+			}
+		case strings.HasPrefix(a, "--old="):
+			old, hasOld = strings.TrimPrefix(a, "--old="), true
+		case strings.HasPrefix(a, "--new="):
+			new, hasNew = strings.TrimPrefix(a, "--new="), true
+		default:
+			words = append(words, a)
+		}
+	}
+	bad := fmt.Errorf("usage: %s", usageOf("edit"))
+	switch {
+	case len(words) == 1 && !hasOld && !hasNew && !all:
+		return words[0], "", "", false, true, nil
+	case len(words) == 3 && !hasOld && !hasNew:
+		return words[0], words[1], words[2], all, false, nil
+	case len(words) == 1 && hasOld:
+		return words[0], old, new, all, false, nil
+	}
+	return "", "", "", false, false, bad
 }
 
 // checkArgs validates the argument count of a slash command.

@@ -585,6 +585,31 @@ func TestParseInput(t *testing.T) {
 	}
 }
 
+// TestEditArgs checks that /edit takes the arguments of `sandbox edit`.
+func TestEditArgs(t *testing.T) {
+	tests := []struct {
+		args           []string
+		p, old, new    string
+		all, whole, ok bool
+	}{
+		{[]string{"a.txt"}, "a.txt", "", "", false, true, true},
+		{[]string{"a.txt", "x", "y"}, "a.txt", "x", "y", false, false, true},
+		{[]string{"a.txt", "x", "y", "--all"}, "a.txt", "x", "y", true, false, true},
+		{[]string{"a.txt", "--old", "x", "--new", "y"}, "a.txt", "x", "y", false, false, true},
+		{[]string{"--old=x", "a.txt", "--new=", "--all"}, "a.txt", "x", "", true, false, true},
+		{[]string{"a.txt", "x"}, "", "", "", false, false, false},
+		{[]string{"a.txt", "x", "y", "--old", "z"}, "", "", "", false, false, false},
+		{[]string{"a.txt", "--all"}, "", "", "", false, false, false},
+		{[]string{"a.txt", "--new", "y"}, "", "", "", false, false, false},
+	}
+	for _, tt := range tests {
+		p, old, nw, all, whole, err := editArgs(tt.args)
+		if (err == nil) != tt.ok || p != tt.p || old != tt.old || nw != tt.new || all != tt.all || whole != tt.whole {
+			t.Errorf("editArgs(%q) = %q %q %q %v %v %v", tt.args, p, old, nw, all, whole, err)
+		}
+	}
+}
+
 func TestCompletion(t *testing.T) {
 	c := newClock()
 	m := testModel(t, c)

@@ -151,9 +151,10 @@ func (m *model) submit(text string) tea.Cmd {
 			return loadedMsg{target: t, err: err}
 		}
 	case "edit":
-		switch len(c.args) {
-		case 1:
-			p := c.args[0]
+		p, old, nw, all, whole, err := editArgs(c.args)
+		switch {
+		case err != nil:
+		case whole:
 			return func() tea.Msg {
 				before, err := loadFile(m.ctx, s, p, "edit it with /edit PATH OLD NEW")
 				if err != nil {
@@ -161,10 +162,9 @@ func (m *model) submit(text string) tea.Cmd {
 				}
 				return loadedMsg{target: editTarget{path: p, edit: true, before: before}, err: err}
 			}
-		case 3:
-			p, old, nw := c.args[0], c.args[1], c.args[2]
+		default:
 			return m.start("edit "+p, func(ctx context.Context, id int) opResult {
-				r, err := s.Edit(ctx, p, old, nw, false)
+				r, err := s.Edit(ctx, p, old, nw, all)
 				if err != nil {
 					return opResult{err: err}
 				}

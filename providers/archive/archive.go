@@ -1,7 +1,7 @@
 // Package archive holds the tar helpers shared by the CLI (the host side of
 // upload and download) and by providers.
 //
-// Pack and Manifest read a tree through an *os.Root, and Extract writes one
+// PackPipe and Manifest read a tree through an *os.Root, and Extract writes one
 // through an *os.Root, so that no path named in an archive, and no symlink
 // found on disk, can reach outside the directory the caller opened. Extract
 // additionally refuses entry names that are absolute, contain ".." or NUL
@@ -78,7 +78,7 @@ func rootName(name string) (string, error) {
 	return path.Clean(name), nil
 }
 
-// sortEntries orders directory entries the way Pack writes them:
+// sortEntries orders directory entries the way PackPipe writes them:
 // subdirectories first, then everything else, each group by name.
 func sortEntries[T any](entries []T, name func(T) string, isDir func(T) bool) {
 	slices.SortFunc(entries, func(a, b T) int {

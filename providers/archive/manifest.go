@@ -10,7 +10,7 @@ import (
 	"os"
 )
 
-// ManifestEntry describes one path that Pack would write, for approval
+// ManifestEntry describes one path that PackPipe would write, for approval
 // dialogs that show what an upload or download will transfer.
 type ManifestEntry struct {
 	// Path is the entry's name in the archive (no trailing slash).
@@ -24,10 +24,7 @@ type ManifestEntry struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-// IsDir reports whether the entry is a directory.
-func (e ManifestEntry) IsDir() bool { return e.Mode.IsDir() }
-
-// Manifest lists the entries Pack would write for name inside root, in the
+// Manifest lists the entries PackPipe would write for name inside root, in the
 // same order, with sizes and, when hash is set, the SHA-256 of every
 // regular file (streamed, so large files cost time but not memory).
 func Manifest(ctx context.Context, root *os.Root, name string, hash bool) ([]ManifestEntry, error) {
@@ -47,7 +44,7 @@ func Manifest(ctx context.Context, root *os.Root, name string, hash bool) ([]Man
 			}
 		case mode.IsDir(), mode&fs.ModeSymlink != 0:
 		default:
-			return nil // Pack skips these too
+			return nil // PackPipe skips these too
 		}
 		out = append(out, e)
 		return nil

@@ -26,7 +26,7 @@ type node struct {
 }
 
 // walk visits name and, when it is a directory, everything beneath it in
-// Pack order: a directory before its contents, and within a directory
+// packing order: a directory before its contents, and within a directory
 // subdirectories first, then the rest, each group by name. A file or
 // symlink named directly is visited once under its base name; a directory
 // named directly is not visited itself, only its contents. Symlinks are
@@ -106,22 +106,18 @@ func walkDir(ctx context.Context, root *os.Root, full, rel string, visit func(no
 	return nil
 }
 
-// Pack writes a tar stream of name, a path inside root, to w.
+// pack writes a tar stream of name, a path inside root, to tw, and closes
+// it.
 //
-// A file or symlink yields one entry named by its base name. A directory
-// yields its contents with names relative to it, each directory before its
-// contents, subdirectories before files, and each group sorted by name, so
-// the same tree always packs to the same entry order. Symlinks are written
-// as symlink entries and never followed; sockets and devices are skipped.
+// A file or symlink yields one entry named by its base name, or by as
+// when as is not empty (a file landing under another name, as in
+// `upload ./a.txt /workspace/b.txt`). A directory yields its contents with
+// names relative to it, each directory before its contents,
+// subdirectories before files, and each group sorted by name, so the same
+// tree always packs to the same entry order. Symlinks are written as
+// symlink entries and never followed; sockets and devices are skipped.
 // File contents are streamed, and a cancelled ctx stops the copy promptly.
-func Pack(ctx context.Context, w io.Writer, root *os.Root, name string) error {
-	return PackAs(ctx, w, root, name, "")
-}
-
-// PackAs is Pack, except that when name is not a directory its one entry is
-// named as (when as is not empty) instead of by its base name. It lets a file
-// land under another name, as in `upload ./a.txt /workspace/b.txt`.
-func PackAs(ctx context.Context, w io.Writer, root *os.Root, name, as string) error {
+func pack(ctx context.Context, tw *Writer, root *os.Root, name, as string) error {
 	if as != "" {
 		if clean, err := entryName(as); err != nil || clean != as || strings.Contains(as, "/") {
 			return fmt.Errorf("archive entry name %q must be a single path element: %w", as, providers.ErrInvalid)
@@ -130,11 +126,6 @@ func PackAs(ctx context.Context, w io.Writer, root *os.Root, name, as string) er
 			return fmt.Errorf("%s is a directory and cannot be packed as %q: %w", name, as, providers.ErrInvalid)
 		}
 	}
-	return pack(ctx, NewWriter(w), root, name, as)
-}
-
-// pack writes the archive of PackAs to tw.
-func pack(ctx context.Context, tw *Writer, root *os.Root, name, as string) error {
 	buf := make([]byte, 1<<20)
 	err := walk(ctx, root, name, func(n node) error {
 		if as != "" {
@@ -221,7 +212,7 @@ type Stream struct {
 	err  error
 }
 
-// PackPipe packs name (see PackAs) into a new pipe from a goroutine and
+// PackPipe packs name, a path inside root, into a new pipe from a goroutine and
 // returns its read end. progress, when set, is told of the file contents
 // entering the pipe as they do (from the packing goroutine). The caller
 // must Close the stream; it may then Wait for the packing to end.

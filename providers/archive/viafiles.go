@@ -86,7 +86,7 @@ func UploadViaFiles(ctx context.Context, p providers.Provider, id, dst string, a
 
 // DownloadViaFiles implements Provider.Download with p's file operations:
 // a file or symlink yields one entry named by its base name; a directory
-// yields its contents relative to it, in the order Pack uses, listed one
+// yields its contents relative to it, in the order PackPipe uses, listed one
 // directory at a time and streamed file by file.
 func DownloadViaFiles(ctx context.Context, p providers.Provider, id, src string, w io.Writer) error {
 	fi, err := p.Stat(ctx, id, src)

@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -149,6 +150,9 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			// delivered the request, so only idempotent calls repeat it.
 			safe := (r.Idempotent || IsDialError(err)) && !sent()
 			if !safe || last {
+				if IsDialError(err) {
+					return nil, unreachable(c.Provider, r, attempt, err)
+				}
 				return nil, &providers.Error{Kind: providers.ErrUnavailable, Provider: c.Provider, Op: r.Op, Err: err, Msg: retryNote(err.Error(), attempt)}
 			}
 			if err := Sleep(ctx, Backoff(pol, attempt)); err != nil {
@@ -363,6 +367,22 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// unreachable is the error of a call whose connection was never made:
+// the URL it tried (without the query, which may carry tokens) and why.
+func unreachable(provider string, r *Request, attempts int, err error) error {
+	where := r.URL
+	if u, perr := url.Parse(r.URL); perr == nil {
+		u.RawQuery, u.Fragment, u.User = "", "", nil
+		where = u.String()
+	}
+	cause := err.Error()
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		cause = op.Err.Error()
+	}
+	return &providers.UnreachableError{Provider: provider, Op: r.Op, URL: where, Cause: cause, Attempts: attempts, Err: err}
 }
 
 // IsDialError reports a connection that was never established.

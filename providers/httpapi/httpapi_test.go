@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -131,5 +132,37 @@ func TestDoGoneOK(t *testing.T) {
 	_, err := c.DoJSON(context.Background(), &Request{Op: "delete", Method: http.MethodDelete, URL: srv.URL, Idempotent: true, GoneOK: true}, nil)
 	if err != nil {
 		t.Fatalf("a repeated delete that finds the resource gone: %v, want success", err)
+	}
+}
+
+// TestUnreachableSaysWhatToCheck checks that a call whose connection is
+// never made, after the retries, names the URL it tried (without the
+// query), why, and what to check.
+func TestUnreachableSaysWhatToCheck(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c := &Client{HTTP: NewHTTPClient(), Provider: "e2b", Retry: RetryPolicy{Attempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}}
+	_, err = c.Do(t.Context(), &Request{Op: "list", Method: http.MethodGet, URL: "http://" + addr + "/sandboxes?token=secret", Idempotent: true})
+	var ue *providers.UnreachableError
+	if !errors.As(err, &ue) || !errors.Is(err, providers.ErrUnavailable) {
+		t.Fatalf("error %v (%T), want an UnreachableError matching ErrUnavailable", err, err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"e2b: list: cannot reach http://" + addr + "/sandboxes (", "connection refused", "after 2 attempts", ": check the provider's API URL setting", "and the network"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "secret") || strings.Count(msg, addr) != 1 {
+		t.Errorf("message %q: want the URL once, without its query", msg)
+	}
+	ue.Check = []string{"E2B_API_URL", "E2B_DOMAIN"}
+	if msg := err.Error(); !strings.HasSuffix(msg, ": check E2B_API_URL or E2B_DOMAIN and the network") {
+		t.Errorf("message %q does not name the variables", msg)
 	}
 }

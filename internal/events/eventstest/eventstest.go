@@ -18,7 +18,7 @@ import (
 const schemaURL = "https://github.com/agentbox/sandbox/internal/events/schema.json"
 
 // Validator checks encoded events against the schema.
-type Validator struct{ schema *jsonschema.Schema }
+type Validator struct{ schema, sandbox *jsonschema.Schema }
 
 // New compiles the schema; it fails tb when the schema does not compile.
 func New(tb testing.TB) *Validator {
@@ -46,7 +46,11 @@ func Compile() (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	return &Validator{schema: s}, nil
+	sb, err := c.Compile(schemaURL + "#/$defs/sandbox")
+	if err != nil {
+		return nil, fmt.Errorf("compile the sandbox object: %w", err)
+	}
+	return &Validator{schema: s, sandbox: sb}, nil
 }
 
 // Line checks one encoded event.
@@ -57,6 +61,30 @@ func (v *Validator) Line(line []byte) error {
 	}
 	if err := v.schema.Validate(doc); err != nil {
 		return fmt.Errorf("event %s: %w", line, err)
+	}
+	return nil
+}
+
+// Sandbox checks an encoded sandbox object (DESIGN §4: what sandbox.*
+// events carry and `create --json` prints), or, with array set, an array
+// of them (`list --json`).
+func (v *Validator) Sandbox(data []byte, array bool) error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", data, err)
+	}
+	docs := []any{doc}
+	if array {
+		list, ok := doc.([]any)
+		if !ok {
+			return fmt.Errorf("sandbox list %s: not an array", data)
+		}
+		docs = list
+	}
+	for _, d := range docs {
+		if err := v.sandbox.Validate(d); err != nil {
+			return fmt.Errorf("sandbox %s: %w", data, err)
+		}
 	}
 	return nil
 }
