@@ -292,7 +292,8 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		}
 		sort.Slice(found, func(i, j int) bool { return found[i].CreatedAt.Before(found[j].CreatedAt) })
 		for _, info := range found {
-			if info.State == providers.StateRunning || info.State == providers.StatePaused {
+			// A stopped machine counts: the first operation starts it.
+			if info.State == providers.StateRunning || info.State == providers.StatePaused || info.State == providers.StateStopped {
 				s.info = info
 				break
 			}

@@ -172,6 +172,39 @@ func TestMachineStopStart(t *testing.T) {
 	}
 }
 
+// TestLabelReusesStoppedMachine checks that a sandbox found by label is
+// reused when its machine is stopped (the first operation starts it),
+// instead of a new one being created beside it.
+func TestLabelReusesStoppedMachine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := machineEngine(t, fake.New(), nil, nil)
+	label := map[string]string{"project": "kept"}
+	first, err := e.Open(ctx, OpenOptions{Label: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.ID()
+	first.Close(ctx)
+	if err := e.Stop(ctx, "", id); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Open(ctx, OpenOptions{Label: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	if again.ID() != id {
+		t.Fatalf("label found %s, want the stopped sandbox %s reused", again.ID(), id)
+	}
+	if _, err := again.Exec(ctx, providers.ExecRequest{Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := e.Get(ctx, "", id); info.State != providers.StateRunning {
+		t.Fatalf("the reused sandbox is %q after an exec, want running", info.State)
+	}
+}
+
 func TestMachineUnknownSandbox(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
