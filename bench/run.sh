@@ -28,7 +28,7 @@
 #              (target ≤ 10 MiB)
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
-# Knobs: RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
+# Knobs: TAGS (build tags of the CLI, e.g. modal), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
 # SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
 # before the idle measure, 35: runners unused for 30 s are dropped).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
@@ -78,7 +78,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-CGO_ENABLED=0 go build -trimpath -o "$sb" ./cmd/sandbox
+CGO_ENABLED=0 go build -trimpath ${TAGS:+-tags "$TAGS"} -o "$sb" ./cmd/sandbox
 go build -o "$work/pair" ./bench/pair
 go build -o "$work/fanout" ./bench/fanout
 section() { printf '\n== %s\n' "$*"; }

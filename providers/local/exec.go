@@ -56,7 +56,7 @@ func (p *Provider) exec(ctx context.Context, id string, req providers.ExecReques
 	if term != nil {
 		cfg.TTY = true
 	}
-	pr, err := p.launch(dir, id, cfg, machineRequest{Shared: shared, Background: req.Background}, stdio)
+	pr, err := p.launch(dir, id, cfg, machineRequest{Shared: shared, Background: req.Background, User: cfg.User}, stdio)
 	if term != nil {
 		term.launched()
 	}

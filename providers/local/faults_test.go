@@ -55,7 +55,31 @@ func machineInits(t *testing.T, p *Provider, id string) []int {
 			out = append(out, pid)
 		}
 	}
-	return out
+	// A runner the init is starting looks like the init until it
+	// executes: it is the init's child.
+	all := slices.Clone(out)
+	return slices.DeleteFunc(out, func(pid int) bool {
+		return slices.Contains(all, parentOf(pid))
+	})
+}
+
+// parentOf is the parent pid of the host process pid (0 when unknown).
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // assertOneMachine fails unless exactly one init runs for sandbox id and

@@ -76,7 +76,7 @@ func cleanPath(verb, p string) (string, error) {
 func (p *Provider) start(fc *fileCall) (*proc, error) {
 	req := fc.req
 	cfg := &initConfig{Mode: modeFile, File: &req, Resources: fc.res, User: fc.user}
-	return p.launch(fc.dir, fc.id, cfg, machineRequest{Any: true}, fc.stdio)
+	return p.launch(fc.dir, fc.id, cfg, machineRequest{Any: true, User: fc.user}, fc.stdio)
 }
 
 // result interprets the final status of a file operation.

@@ -176,8 +176,9 @@ func TestErrorKinds(t *testing.T) {
 	for _, tc := range tests {
 		kind, errno := kindOfErrno(tc.err)
 		err := errorOf("read /x", statusMsg{Err: "msg", Kind: kind, Errno: errno})
-		if providers.KindOf(err) != tc.kind {
-			t.Errorf("%v: kind %v, want %v", tc.err, providers.KindOf(err), tc.kind)
+		var pe *providers.Error
+		if !errors.As(err, &pe) || pe.Kind != tc.kind {
+			t.Errorf("%v: error %#v, want kind %v", tc.err, err, tc.kind)
 		}
 		if !strings.Contains(err.Error(), "read /x") {
 			t.Errorf("%v: message %q does not name the path", tc.err, err)

@@ -41,13 +41,12 @@ func MaybeRunInit() {
 	if os.Args[0] == runnerArgv0 {
 		os.Exit(runRunner())
 	}
-	os.Exit(runInit(nil))
+	os.Exit(runInit())
 }
 
-// runInit is the init's whole life; it returns the exit code. A runner
-// (see machineinit.go) calls it hardened, inside its sandbox's machine,
-// once it has received the operation's descriptors.
-func runInit(ready *runnerReady) int {
+// runInit is the life of an init (a machine's, or a weak-mode
+// operation's); it returns the exit code.
+func runInit() int {
 	ctl := os.NewFile(ctlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	if ctl == nil || status == nil {
@@ -70,35 +69,8 @@ func runInit(ready *runnerReady) int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	if cfg.Mode == modeMachine && ready == nil {
+	if cfg.Mode == modeMachine {
 		return runMachine(&cfg, rep, ctl, status)
-	}
-	if ready != nil {
-		// A runner: hardened before the operation came.
-		rep.landlock = ready.landlock
-		u, err := becomeUser(cfg.User)
-		if err != nil {
-			kind := ""
-			if errors.Is(err, errNoUser) {
-				kind = kindInvalid
-			}
-			rep.send(statusMsg{Err: err.Error(), Kind: kind})
-			return 125
-		}
-		if u != nil {
-			cfg.Env = userEnv(cfg.Env, *u, cfg.KeepHome)
-		}
-		switch cfg.Mode {
-		case modeExec:
-			if cfg.Background {
-				return runBackground(&cfg, rep)
-			}
-			return runForeground(&cfg, rep, ctlr)
-		case modeFile:
-			return serveFile(&cfg, rep, ctlr)
-		}
-		rep.setupFail(fmt.Errorf("unknown operation mode %q", cfg.Mode))
-		return 125
 	}
 	if !cfg.Weak {
 		rep.setupFail(errors.New("an operation outside a sandbox's machine"))
@@ -141,9 +113,17 @@ func closeOnExecFrom(fd int) {
 type reporter struct {
 	w        io.Writer
 	landlock int
+	// beforeLast, when set, runs once before the operation's last
+	// line (any but Open and PID) is written.
+	beforeLast func()
 }
 
 func (r *reporter) send(m statusMsg) {
+	if r.beforeLast != nil && !m.Open && m.PID == 0 {
+		f := r.beforeLast
+		r.beforeLast = nil
+		f()
+	}
 	m.Landlock = r.landlock
 	b, _ := json.Marshal(m)
 	_, _ = r.w.Write(append(b, '\n'))

@@ -614,6 +614,14 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, req 
 		pr.closeCtl(false)
 		<-written
 		m := statusMsg{Err: r.Err, Setup: r.Setup, Kind: r.Kind}
+		if !r.Setup {
+			// The request's fault (a user the sandbox lacks).
+			op := "sandbox " + id
+			if cfg.Mode == modeExec {
+				op = "exec in " + id
+			}
+			return fail(false, errorOf(op, m))
+		}
 		return fail(false, setupErr(id, m))
 	case !r.Started:
 		pr.closeCtl(false)

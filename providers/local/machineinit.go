@@ -13,13 +13,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -52,11 +50,6 @@ const (
 	opFDs    = 5
 )
 
-// runnerReady is what a runner knows once it has hardened itself.
-type runnerReady struct {
-	landlock int
-}
-
 // Machine requests.
 const (
 	reqRun  = "run"  // one operation, with its five descriptors
@@ -76,6 +69,9 @@ type machineRequest struct {
 	// the sandbox's own mode (file operations use no network).
 	Shared bool `json:"shared,omitempty"`
 	Any    bool `json:"any,omitempty"`
+	// User is the user the operation runs as: runners become their
+	// user before an operation comes, and serve only that user.
+	User string `json:"user,omitempty"`
 	// Background runs the command detached, its output into a log
 	// that logs reads.
 	Background bool `json:"background,omitempty"`
@@ -107,7 +103,7 @@ type machineReply struct {
 
 // machineVersion changes whenever the machine's protocol or the runners'
 // setup change meaning; it is part of the init's socket name.
-const machineVersion = 1
+const machineVersion = 2
 
 // maxMachineRequest bounds the size of one request.
 const maxMachineRequest = 1 << 16
@@ -137,9 +133,9 @@ type machine struct {
 	active   int
 	last     time.Time
 	stopping bool
-	spares   map[bool]*spare    // the next runner of each network mode
-	children map[int]*child     // runners by pid, until reaped
-	bg       map[int]*bgCommand // background commands by pid
+	pool     map[spareKey][]*spare // idle runners (see spares.go)
+	children map[int]*child        // runners by pid, until reaped
+	bg       map[int]*bgCommand    // background commands by pid
 	done     chan struct{}
 	doneOnce sync.Once
 	// diskOver says that the disk quota's cut-off lasts (see watchDisk).
@@ -183,7 +179,7 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 	signal.Notify(reaped, unix.SIGCHLD)
 
 	m := &machine{cfg: cfg, idle: time.Duration(cfg.IdleNS), uid: os.Getuid(), last: time.Now(),
-		spares: map[bool]*spare{}, children: map[int]*child{}, bg: map[int]*bgCommand{}, done: make(chan struct{})}
+		pool: map[spareKey][]*spare{}, children: map[int]*child{}, bg: map[int]*bgCommand{}, done: make(chan struct{})}
 	m.dir = os.NewFile(machineDirFD, "state")
 	lf := os.NewFile(machineListenFD, "listener")
 	l, err := net.FileListener(lf)
@@ -238,7 +234,7 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 	if cfg.Limits.Disk > 0 {
 		go m.watchDisk(diskQuota{limit: int64(cfg.Limits.Disk), reserve: int64(cfg.Limits.DiskReserve), grace: diskGrace})
 	}
-	m.spares[cfg.SharedNet] = m.startSpare(cfg.SharedNet)
+	m.park(spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}, m.startSpare(spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}))
 	rep.send(statusMsg{Done: true})
 	status.Close()
 	ctl.Close()
@@ -371,13 +367,8 @@ func (m *machine) retire(force bool) bool {
 func (m *machine) shutdown(grace time.Duration) {
 	m.mu.Lock()
 	m.stopping = true
-	for mode, sp := range m.spares {
-		if sp != nil {
-			sp.kill()
-		}
-		delete(m.spares, mode)
-	}
 	m.mu.Unlock()
+	m.killSpares()
 	m.killOthers(unix.SIGTERM, grace)
 	m.killOthers(unix.SIGKILL, time.Second)
 	end := time.Now().Add(2 * time.Second)
@@ -459,173 +450,6 @@ func readAt(dir *os.File, name string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// spare is one runner, started and (once ready) hardened, waiting for its
-// operation.
-type spare struct {
-	c     *child
-	sock  *os.File   // init's end of the socket pair
-	ready chan error // receives nil once ready, or why it failed
-}
-
-// startSpare starts a runner in the network of the mode asked for.
-func (m *machine) startSpare(shared bool) *spare {
-	sp := &spare{ready: make(chan error, 1)}
-	fail := func(err error) *spare {
-		sp.ready <- err
-		return sp
-	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fail(fmt.Errorf("runner socket: %w", err))
-	}
-	sp.sock = os.NewFile(uintptr(fds[0]), "runner")
-	peer := os.NewFile(uintptr(fds[1]), "init")
-	cfg := *m.cfg
-	cfg.Mode = modeSpare
-	cfg.SharedNet = shared
-	cfg.IdleNS = 0
-	line, err := json.Marshal(&cfg)
-	if err != nil {
-		peer.Close()
-		return fail(err)
-	}
-	attr := &os.ProcAttr{
-		Env:   []string{},
-		Files: []*os.File{nil, nil, nil, peer},
-		Sys:   &syscall.SysProcAttr{},
-	}
-	if m.uid != 0 {
-		attr.Sys.AmbientCaps = initAmbientCaps()
-	}
-	c, err := m.start(shared, attr)
-	peer.Close()
-	if err != nil {
-		sp.sock.Close()
-		return fail(fmt.Errorf("start a runner: %w", err))
-	}
-	sp.c = c
-	go func() {
-		if _, err := sp.sock.Write(append(line, '\n')); err != nil {
-			sp.ready <- fmt.Errorf("configure a runner: %w", err)
-			return
-		}
-		var msg statusMsg
-		if err := json.NewDecoder(sp.sock).Decode(&msg); err != nil {
-			sp.ready <- errors.New("the sandbox's runner ended while it was being prepared")
-			return
-		}
-		if !msg.Done {
-			sp.ready <- &spareError{msg}
-			return
-		}
-		sp.ready <- nil
-	}()
-	return sp
-}
-
-// start starts the binary as a runner in the network of the mode shared,
-// and records it as the init's child.
-func (m *machine) start(shared bool, attr *os.ProcAttr) (*child, error) {
-	// Registered before the reaper may see it: it holds the lock.
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	proc, err := m.nets[shared].startProcess("/proc/self/exe", []string{runnerArgv0}, attr)
-	if err != nil {
-		return nil, err
-	}
-	c := &child{proc: proc, exited: make(chan struct{})}
-	m.children[proc.Pid] = c
-	return c, nil
-}
-
-// spareError is a runner's report of a failure to harden itself.
-type spareError struct{ m statusMsg }
-
-func (e *spareError) Error() string { return e.m.Err }
-
-// take returns a ready runner for the mode asked for (starting one if
-// none is prepared) and the mode it took. Its successor is started by
-// replenish once the operation started, so that preparing it does not
-// compete with the operation's start for the CPU.
-func (m *machine) take(req machineRequest) (*spare, bool, error) {
-	mode := req.Shared
-	if req.Any {
-		mode = m.cfg.SharedNet
-	}
-	for attempt := 0; ; attempt++ {
-		m.mu.Lock()
-		sp := m.spares[mode]
-		delete(m.spares, mode)
-		m.mu.Unlock()
-		if sp == nil {
-			sp = m.startSpare(mode)
-		}
-		err := <-sp.ready
-		if err == nil {
-			select {
-			case <-sp.c.exited:
-				err = errors.New("the prepared runner died")
-			default:
-				if m.diskOver.Load() {
-					confineFilesOf(sp.c.proc.Pid, true)
-				}
-				return sp, mode, nil
-			}
-		}
-		sp.kill()
-		var se *spareError
-		if errors.As(err, &se) || attempt > 0 {
-			return nil, mode, err
-		}
-	}
-}
-
-// replenish prepares the next runner of mode unless one is, or the
-// machine is stopping.
-func (m *machine) replenish(mode bool) {
-	m.mu.Lock()
-	if m.spares[mode] != nil || m.stopping {
-		m.mu.Unlock()
-		return
-	}
-	m.mu.Unlock()
-	sp := m.startSpare(mode)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.spares[mode] != nil || m.stopping {
-		sp.kill()
-		return
-	}
-	m.spares[mode] = sp
-}
-
-// dropSpares ends the prepared runners of an idle machine and returns the
-// init's free memory to the host; the next operation starts a runner.
-func (m *machine) dropSpares() {
-	m.mu.Lock()
-	dropped := len(m.spares) > 0
-	for mode, sp := range m.spares {
-		if sp != nil {
-			sp.kill()
-		}
-		delete(m.spares, mode)
-	}
-	m.mu.Unlock()
-	if dropped {
-		debug.FreeOSMemory()
-	}
-}
-
-// kill ends a runner and releases it.
-func (sp *spare) kill() {
-	if sp.c != nil {
-		_ = sp.c.proc.Signal(syscall.SIGKILL)
-	}
-	if sp.sock != nil {
-		sp.sock.Close()
-	}
-}
-
 // handle answers one connection.
 func (m *machine) handle(c *net.UnixConn) {
 	release := sync.OnceFunc(func() {
@@ -680,80 +504,6 @@ func (m *machine) handle(c *net.UnixConn) {
 	default:
 		reply(machineReply{Err: fmt.Sprintf("unknown request %q", req.Op), Setup: true})
 	}
-}
-
-// run hands one operation to a runner and reports its end.
-func (m *machine) run(c *net.UnixConn, req machineRequest, files []*os.File, reply func(machineReply), release func()) {
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	if len(files) != opFDs {
-		reply(machineReply{Err: fmt.Sprintf("machine: got %d descriptors, want %d", len(files), opFDs), Setup: true})
-		return
-	}
-	sp, mode, err := m.take(req)
-	if err != nil {
-		r := machineReply{Err: err.Error(), Setup: true}
-		var se *spareError
-		if errors.As(err, &se) {
-			r.Kind = se.m.Kind
-		}
-		reply(r)
-		return
-	}
-	go m.replenish(mode)
-	pid := sp.c.proc.Pid
-	if req.Background {
-		log, err := m.openLog(pid)
-		if err != nil {
-			sp.kill()
-			reply(machineReply{Err: "background command: " + err.Error(), Setup: true})
-			return
-		}
-		files[3].Close()
-		files[4].Close()
-		files[3], files[4] = log, log
-		m.mu.Lock()
-		m.bg[pid] = &bgCommand{started: time.Now(), c: sp.c}
-		m.mu.Unlock()
-	}
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd())
-	}
-	err = unix.Sendmsg(int(sp.sock.Fd()), []byte{'G'}, unix.UnixRights(fds...), nil, 0)
-	for _, f := range files {
-		f.Close()
-	}
-	files = files[:0]
-	sp.sock.Close()
-	if err != nil {
-		sp.kill()
-		<-sp.c.exited
-		reply(machineReply{Err: "hand the operation to its runner: " + err.Error(), Setup: true})
-		return
-	}
-	reply(machineReply{Started: true})
-	// A file operation ends with its client: the end of the client's
-	// side (a cancellation, a dead CLI) kills it at once. A command's
-	// runner watches its control pipe instead, and may outlive the
-	// client to keep the outputs of what the command left running.
-	gone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, c)
-		close(gone)
-	}()
-	select {
-	case <-sp.c.exited:
-		reply(machineReply{Exit: exitString(sp.c.status)})
-	case <-gone:
-		if req.Any {
-			sp.kill()
-		}
-	}
-	release()
 }
 
 // exitString describes a wait status as os.ProcessState does.
@@ -1087,15 +837,24 @@ func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr)
 
 // runRunner is a runner's life: it reads its configuration from the init,
 // hardens itself (no capabilities, limits, seccomp; it is in the
-// machine's Landlock domain already, with no_new_privs), reports ready,
-// then receives one operation's descriptors, moves them to where an init
-// has them and runs the operation.
+// machine's Landlock domain already, with no_new_privs), becomes its user
+// and reports ready; then it serves operations as the init hands them
+// over: it receives one operation's descriptors, moves them to where an
+// init has them, runs the operation and tells the init that it is free
+// again, until an operation that ends it (a background command, a
+// terminal) or the init lets it go.
 func runRunner() int {
 	// The init ignores these, and an ignored signal stays ignored
 	// through fork and exec (the Go runtime keeps an inherited SIG_IGN
 	// of SIGHUP, SIGINT and the job-control stops): caught here, they
 	// are back to their defaults in the command this runner executes.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGHUP, unix.SIGINT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	// The runner starts without stdio: /dev/null holds those places, so
+	// that nothing the runner opens ever lands where an operation's
+	// descriptors go.
+	if err := holdFDs(0, 1, 2); err != nil {
+		return 125
+	}
 	sock := runnerFD
 	closeOnExecFrom(sock)
 	f := os.NewFile(uintptr(sock), "init")
@@ -1117,6 +876,15 @@ func runRunner() int {
 		rep.setupFail(err)
 		return 125
 	}
+	u, err := becomeUser(cfg.User)
+	if err != nil {
+		kind := ""
+		if errors.Is(err, errNoUser) {
+			kind = kindInvalid
+		}
+		rep.send(statusMsg{Err: err.Error(), Kind: kind})
+		return 125
+	}
 	rep.send(statusMsg{Done: true})
 	// The socket moves out of the way of the descriptors it brings: it
 	// sits where control goes.
@@ -1125,15 +893,169 @@ func runRunner() int {
 	if err != nil {
 		return 125
 	}
-	got, err := receiveOp(moved)
-	unix.Close(moved)
-	if !got {
-		return 0 // the init retired this runner
-	}
-	if err != nil {
+	if err := holdFDs(ctlFD, statusFD); err != nil {
 		return 125
 	}
-	return runInit(&runnerReady{landlock: abi})
+	r := &runner{landlock: abi, user: cfg.User, u: u, sock: moved}
+	// What earlier commands left running may still write to their
+	// outputs, which this runner drains (see runForeground) until they
+	// are gone.
+	defer r.leftovers.wait()
+	for {
+		got, err := receiveOp(moved)
+		if !got {
+			return 0 // the init let this runner go
+		}
+		if err != nil {
+			return 125
+		}
+		r.told = false
+		code, again := r.serve()
+		if !again {
+			return code
+		}
+		if !r.tellFree() {
+			return code
+		}
+	}
+}
+
+// runner is a runner's state from one operation to the next.
+type runner struct {
+	landlock int
+	user     string       // the user it became, as the init named it
+	u        *sandboxUser // that user, unless it stayed the machine's own
+	// leftovers are the drains of outputs that commands left running
+	// still hold.
+	leftovers drains
+	sock      int  // the socket to the init
+	told      bool // the init knows that this operation ends
+}
+
+// tellFree tells the init that the runner takes the next operation, once
+// per operation. A runner tells it before it reports the operation's end
+// to the host (the host's next operation then finds it free); the init's
+// next operation waits in the socket until this one is done.
+func (r *runner) tellFree() bool {
+	if r.told {
+		return true
+	}
+	r.told = true
+	b := byte(reusedByte)
+	if r.leftovers.any() {
+		b = drainingByte
+	}
+	_, err := unix.Write(r.sock, []byte{b})
+	return err == nil
+}
+
+// serve runs the operation whose descriptors receiveOp put in place.
+// again says that the operation ended and its descriptors are released
+// (the runner can take another); otherwise code is the runner's exit
+// status.
+func (r *runner) serve() (code int, again bool) {
+	// Nothing but stdio may reach the command: neither pipe, nor any
+	// descriptor the runner holds.
+	closeOnExecFrom(ctlFD)
+	rep := &reporter{w: fdFile(statusFD), landlock: r.landlock}
+	ctl := bufio.NewReader(fdFile(ctlFD))
+	line, err := ctl.ReadBytes('\n')
+	if err != nil {
+		rep.setupFail(fmt.Errorf("read configuration: %w", err))
+		return 125, false
+	}
+	var cfg initConfig
+	if err := json.Unmarshal(line, &cfg); err != nil {
+		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
+		return 125, false
+	}
+	if cfg.User != r.user {
+		rep.setupFail(fmt.Errorf("a runner of user %q got an operation of user %q", r.user, cfg.User))
+		return 125, false
+	}
+	if r.u != nil {
+		cfg.Env = userEnv(cfg.Env, *r.u, cfg.KeepHome)
+	}
+	again = true
+	switch {
+	case cfg.Mode == modeExec && cfg.Background:
+		code, again = runBackground(&cfg, rep), false
+	case cfg.Mode == modeExec && cfg.TTY:
+		code, again = runOnTerminal(&cfg, rep), false
+	case cfg.Mode == modeExec:
+		rep.beforeLast = func() { r.tellFree() }
+		code = runForeground(&cfg, rep, &r.leftovers)
+	case cfg.Mode == modeFile:
+		rep.beforeLast = func() { r.tellFree() }
+		code = serveFile(&cfg, rep, ctl)
+	default:
+		rep.setupFail(fmt.Errorf("unknown operation mode %q", cfg.Mode))
+		code, again = 125, false
+	}
+	// The operation's descriptors go (the host sees their ends); their
+	// places stay taken.
+	if err := holdFDs(ctlFD, statusFD, 0, 1, 2); err != nil {
+		return code, false
+	}
+	return code, again
+}
+
+// holdFDs puts /dev/null in the places fds: what was there is closed,
+// and the places stay taken.
+func holdFDs(fds ...int) error {
+	low, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	// Above every place it fills, even when it opened in one of them.
+	null, err := unix.FcntlInt(uintptr(low), unix.F_DUPFD_CLOEXEC, 16)
+	unix.Close(low)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	defer unix.Close(null)
+	for _, fd := range fds {
+		if err := unix.Dup3(null, fd, unix.O_CLOEXEC); err != nil {
+			return fmt.Errorf("hold descriptor %d: %w", fd, err)
+		}
+	}
+	return nil
+}
+
+// fdFile reads and writes a descriptor by its number, without an
+// *os.File (whose finalizer would close the number once it holds
+// another operation's descriptor).
+type fdFile int
+
+func (f fdFile) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 && len(b) > 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (f fdFile) Write(b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(int(f), b[done:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
 }
 
 // receiveOp waits on the socket sock for one operation's descriptors and

@@ -3,14 +3,12 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -206,7 +204,7 @@ func control(f *os.File, fn func(fd int) error) error {
 // stdin, stdout, stderr and controlling terminal in a session of its own.
 // The runner closes its copies at once, so that the host's reads end
 // with the command's.
-func runOnTerminal(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
+func runOnTerminal(cfg *initConfig, rep *reporter) int {
 	path, cwd, code, ok := resolveCommand(cfg, rep)
 	if !ok {
 		return code
@@ -217,19 +215,11 @@ func runOnTerminal(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 		Files: []uintptr{0, 0, 0},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
 	})
-	for fd := range 3 {
-		_ = unix.Close(fd)
-	}
+	_ = holdFDs(0, 1, 2)
 	if err != nil {
 		return execFailed(rep, cfg.Argv[0], err)
 	}
-	var exited atomic.Bool
-	go killOnHangup(ctl, pid, &exited)
-	status := waitFor(pid)
-	exited.Store(true)
+	status := waitWatching(pid)
 	exitWith(rep, status)
-	if c, ok := rep.w.(io.Closer); ok {
-		_ = c.Close()
-	}
 	return status
 }

@@ -3,8 +3,6 @@
 package local
 
 import (
-	"bufio"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -16,16 +14,12 @@ import (
 // runForeground runs a command of the machine for a caller that waits for
 // it: in a session of its own (its process group is the command's), with
 // its outputs relayed to the caller's until it exits. Then the status is
-// reported and the caller's ends are closed, while what the command left
-// running in the background keeps outputs that never break: the runner
-// reads and drops what they write until the last of them is gone. The
-// control pipe stays open while the caller waits; its end before the
-// command's (a cancellation, a timeout, a dead CLI) kills the command's
-// process group.
-func runForeground(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
-	if cfg.TTY {
-		return runOnTerminal(cfg, rep, ctl)
-	}
+// reported, while what the command left running in the background keeps
+// outputs that never break: the runner reads and drops what they write
+// until the last of them is gone (counted in leftovers). The control pipe
+// stays open while the caller waits; its end before the command's (a
+// cancellation, a timeout, a dead CLI) kills the command's process group.
+func runForeground(cfg *initConfig, rep *reporter, leftovers *drains) int {
 	path, cwd, code, ok := resolveCommand(cfg, rep)
 	if !ok {
 		return code
@@ -61,36 +55,75 @@ func runForeground(cfg *initConfig, rep *reporter, ctl *bufio.Reader) int {
 	for _, o := range outs {
 		go o.forward()
 	}
-	var exited atomic.Bool
-	go killOnHangup(ctl, pid, &exited)
-	status := waitFor(pid)
-	exited.Store(true)
+	status := waitWatching(pid)
 	for _, o := range outs {
 		o.finish()
+		if o.orphaned() {
+			leftovers.start(o.discard)
+		} else {
+			o.release()
+		}
 	}
 	exitWith(rep, status)
-	if c, ok := rep.w.(io.Closer); ok {
-		_ = c.Close()
-	}
-	_ = unix.Close(0)
-	var wg sync.WaitGroup
-	for _, o := range outs {
-		wg.Go(o.discard)
-	}
-	wg.Wait()
 	return status
 }
 
-// killOnHangup kills the process group pid once the control pipe ends,
-// unless the command exited already.
-func killOnHangup(ctl *bufio.Reader, pid int, exited *atomic.Bool) {
-	for {
-		if _, err := ctl.ReadByte(); err != nil {
-			break
-		}
+// drains are the relays a runner keeps draining for what commands left
+// running: they end when the last writer of their pipe is gone.
+type drains struct {
+	wg sync.WaitGroup
+	n  atomic.Int32
+}
+
+// start runs drain beside the runner's next operations.
+func (d *drains) start(drain func()) {
+	d.n.Add(1)
+	d.wg.Go(func() {
+		defer d.n.Add(-1)
+		drain()
+	})
+}
+
+// any says whether a drain runs.
+func (d *drains) any() bool { return d.n.Load() > 0 }
+
+// wait waits for every drain to end.
+func (d *drains) wait() { d.wg.Wait() }
+
+// waitWatching waits for the command pid and returns its status as a
+// shell reports it (128+signal for a killed command), while it watches
+// the control pipe: the pipe's end before the command's (the caller went
+// away) kills the command's process group. One poll watches both, so the
+// runner holds no thread more than waitFor would.
+func waitWatching(pid int) int {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return waitFor(pid)
 	}
-	if !exited.Load() {
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: ctlFD, Events: unix.POLLIN}}
+	buf := make([]byte, 256)
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return waitFor(pid)
+		}
+		if fds[0].Revents != 0 {
+			return waitFor(pid)
+		}
+		if fds[1].Revents == 0 {
+			continue
+		}
+		if n, err := unix.Read(ctlFD, buf); n > 0 || err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		// The caller is gone: the command's group goes, and the wait
+		// goes on for its end without the pipe.
 		_ = unix.Kill(-pid, unix.SIGKILL)
+		fds = fds[:1]
 	}
 }
 
@@ -227,7 +260,7 @@ func (o *relay) finish() {
 			n -= moved
 		}
 	}
-	unix.Close(o.out)
+	_ = holdFDs(o.out)
 	unix.Close(o.wake)
 }
 
@@ -269,6 +302,22 @@ func (o *relay) move(max int) (int, error) {
 		return n, nil
 	}
 }
+
+// orphaned says whether the pipe still has writers once the command
+// exited: what the command left running holds it.
+func (o *relay) orphaned() bool {
+	fds := []unix.PollFd{{Fd: int32(o.r), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || fds[0].Revents&unix.POLLHUP == 0
+	}
+}
+
+// release closes the read end of a relay that finished.
+func (o *relay) release() { unix.Close(o.r) }
 
 // discard reads and drops what the command's leftovers write, until the
 // last of them closes the pipe.

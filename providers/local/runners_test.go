@@ -1,0 +1,152 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+// TestRunnersServeManyOperations checks that a machine's runners are
+// reused: operations one after the other run under the same few runners
+// (a command's parent is its runner), not under a new process each.
+func TestRunnersServeManyOperations(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	ctx := context.Background()
+	parents := map[string]int{}
+	for range 12 {
+		parents[strings.TrimSpace(mustRun(t, p, id, "echo $PPID"))]++
+		if _, err := p.Stat(ctx, id, "/workspace"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(parents) > 3 {
+		t.Errorf("12 commands ran under %d runners (%v); want them reused", len(parents), parents)
+	}
+}
+
+// TestReusedRunnerKeepsOperationsApart checks what a reused runner must
+// not carry from one operation to the next: a command's leftover, still
+// writing to the output it inherited, never reaches a later operation's
+// output, and keeps running (its output drained, never broken) while the
+// runner serves others, background commands included.
+func TestReusedRunnerKeepsOperationsApart(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	ctx := context.Background()
+	// The leftover writes to its stdout and stderr every 10 ms and
+	// counts its writes in a file.
+	mustRun(t, p, id, `(i=0; while :; do i=$((i+1)); echo "leak $i"; echo "leak $i" >&2; echo $i > /tmp/leftover.count; sleep 0.01; done) & echo started`)
+	for i := range 20 {
+		r := run(t, p, id, "echo mine "+strconv.Itoa(i)+"; echo err "+strconv.Itoa(i)+" >&2")
+		if r.err != nil || r.stdout != "mine "+strconv.Itoa(i)+"\n" || r.stderr != "err "+strconv.Itoa(i)+"\n" {
+			t.Fatalf("operation %d: stdout %q, stderr %q, %v; want its own output alone", i, r.stdout, r.stderr, r.err)
+		}
+		got, err := readAll(t, p, id, "/tmp/leftover.count")
+		if err != nil || len(got) == 0 {
+			t.Fatalf("read the leftover's count: %q, %v", got, err)
+		}
+	}
+	if _, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "sleep 60", Background: true}); err != nil {
+		t.Fatalf("background command: %v", err)
+	}
+	count := func() int {
+		b, err := readAll(t, p, id, "/tmp/leftover.count")
+		n, cerr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || cerr != nil {
+			t.Fatalf("read the leftover's count: %q, %v, %v", b, err, cerr)
+		}
+		return n
+	}
+	before := count()
+	time.Sleep(300 * time.Millisecond)
+	if after := count(); after <= before {
+		t.Errorf("the leftover stopped writing (%d, then %d): its output broke", before, after)
+	}
+}
+
+// TestStoppedOrDeadRunnerReplaced checks that a runner a command stopped
+// or killed while it waited for its next operation does not take one: the
+// operation goes to another runner.
+func TestStoppedOrDeadRunnerReplaced(t *testing.T) {
+	tests := []struct{ name, signal string }{
+		{"stopped", "STOP"},
+		{"killed", "KILL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestProvider(t)
+			id := newSandbox(t, p, providers.Spec{})
+			// $PPID is the runner, which is idle again by the time
+			// the signal comes.
+			runner := strings.TrimSpace(mustRun(t, p, id, `(sleep 0.3; kill -`+tc.signal+` $PPID) >/dev/null 2>&1 & echo $PPID`))
+			time.Sleep(600 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for i := range 3 {
+				var out strings.Builder
+				res, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "echo $PPID", Stdout: &out})
+				if err != nil || res.ExitCode != 0 {
+					t.Fatalf("operation %d after the runner was %s: %v, exit %d", i, tc.name, err, res.ExitCode)
+				}
+				if got := strings.TrimSpace(out.String()); got == runner {
+					t.Errorf("operation %d ran under the %s runner %s", i, tc.name, runner)
+				}
+			}
+		})
+	}
+}
+
+// TestRunnersPerUser checks that operations of different users, one
+// after the other, each run as their own user although runners are
+// reused.
+func TestRunnersPerUser(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	// user: uid; without subordinate ids the sandbox maps one id.
+	users := map[string]string{"root": "0", "nobody": "65534", "": "0"}
+	if !p.uids.ranged() {
+		me := strconv.Itoa(os.Getuid())
+		users = map[string]string{me: me, "": me}
+	}
+	for i := range 6 {
+		for u, want := range users {
+			if got := strings.TrimSpace(mustRun(t, p, id, "id -u", func(r *providers.ExecRequest) { r.User = u })); got != want {
+				t.Fatalf("round %d, user %q: ran as uid %s, want %s", i, u, got, want)
+			}
+		}
+	}
+}
+
+// TestStoppedRunnerDoesNotHoldItsCaller checks that a command that stops
+// its own runner cannot keep its caller waiting past its timeout: the
+// runner is killed once the caller gives up, and the machine serves the
+// next operation.
+func TestStoppedRunnerDoesNotHoldItsCaller(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Exec(context.Background(), id, providers.ExecRequest{Shell: "kill -STOP $PPID; sleep 100", Timeout: time.Second})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, providers.ErrTimeout) {
+			t.Errorf("exec whose runner was stopped: %v, want a timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("exec whose runner was stopped still waits 30 s after its 1 s timeout")
+	}
+	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
+		t.Errorf("the next operation: %q", got)
+	}
+}
