@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -88,5 +89,39 @@ func TestRegistryLookup(t *testing.T) {
 	_, err := r.Lookup("nope")
 	if !errors.Is(err, ErrInvalid) || err.Error() != `unknown provider "nope" (known: a, b)` {
 		t.Fatalf("Lookup(nope) = %v", err)
+	}
+}
+
+// TestRegistrationConfigured checks both ways a registration says whether
+// its provider is configured: the required variables, or its own Ready
+// check, which wins when set.
+func TestRegistrationConfigured(t *testing.T) {
+	env := func(vars map[string]string) Config {
+		return Config{Getenv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	}
+	keys := []EnvKey{{Name: "X_KEY", Required: true}, {Name: "X_URL"}}
+	fromFile := func(cfg Config) (bool, []string) {
+		if cfg.Lookup("X_CONFIG") != "" {
+			return true, nil
+		}
+		return false, []string{"X_KEY or a configuration file"}
+	}
+	tests := []struct {
+		name        string
+		reg         Registration
+		vars        map[string]string
+		wantOK      bool
+		wantMissing []string
+	}{
+		{"required set", Registration{Env: keys}, map[string]string{"X_KEY": "k"}, true, nil},
+		{"required missing", Registration{Env: keys}, map[string]string{"X_URL": "u"}, false, []string{"X_KEY"}},
+		{"ready says yes without the variable", Registration{Env: keys, Ready: fromFile}, map[string]string{"X_CONFIG": "c"}, true, nil},
+		{"ready says no despite the variable", Registration{Env: keys, Ready: fromFile}, map[string]string{"X_KEY": "k"}, false, []string{"X_KEY or a configuration file"}},
+	}
+	for _, tc := range tests {
+		ok, missing := tc.reg.Configured(env(tc.vars))
+		if ok != tc.wantOK || !slices.Equal(missing, tc.wantMissing) {
+			t.Errorf("%s: %v, %q; want %v, %q", tc.name, ok, missing, tc.wantOK, tc.wantMissing)
+		}
 	}
 }

@@ -55,6 +55,11 @@ type Registration struct {
 	// New builds the provider. A missing required key returns a
 	// *CredentialError.
 	New func(cfg Config) (Provider, error)
+	// Ready, when set, says whether the provider has what it needs to
+	// run (credentials it may find elsewhere than in Env, such as a
+	// configuration file) and, if not, what is missing; without it the
+	// required variables of Env decide.
+	Ready func(cfg Config) (ok bool, missing []string)
 	// Emulator, when set, builds a server speaking this provider's wire
 	// API that runs everything on backend (any provider). `sandbox serve
 	// --api <Name>` uses it; nil means the provider has no emulator.
@@ -82,8 +87,12 @@ type Emulator interface {
 	Close() error
 }
 
-// Configured reports whether every required variable is set in cfg.
+// Configured reports whether the provider has what it needs in cfg: its
+// Ready check, or else every required variable.
 func (r Registration) Configured(cfg Config) (ok bool, missing []string) {
+	if r.Ready != nil {
+		return r.Ready(cfg)
+	}
 	for _, k := range r.Env {
 		if k.Required && cfg.Lookup(k.Name) == "" {
 			missing = append(missing, k.Name)

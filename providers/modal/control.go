@@ -117,11 +117,35 @@ func infoFrom(id string, tags map[string]string) providers.Info {
 	return info
 }
 
-// handle returns an SDK handle of sandbox id (no call is made).
+// isSandboxID reports whether ref has the shape of a Modal sandbox id
+// ("sb-" and letters and digits); anything else is taken for a name.
+func isSandboxID(ref string) bool {
+	rest, ok := strings.CutPrefix(ref, "sb-")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, r := range rest {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// handle returns an SDK handle of a sandbox named by its id (no call is
+// made) or by its name in the app (looked up; names are what Modal's
+// SDKs give at create, e.g. Sandbox.create(name=...) in Python).
 func (p *Provider) handle(ctx context.Context, id string) (*modalsdk.Sandbox, error) {
 	c, err := p.sdk()
 	if err != nil {
 		return nil, err
+	}
+	if !isSandboxID(id) {
+		sb, err := c.Sandboxes.FromName(ctx, p.opts.App, id, nil)
+		if err != nil {
+			return nil, p.mapErr("sandbox "+id, err)
+		}
+		return sb, nil
 	}
 	sb, err := c.Sandboxes.FromID(ctx, id, nil)
 	if err != nil {
@@ -147,7 +171,8 @@ func (p *Provider) live(ctx context.Context, id string) (*modalsdk.Sandbox, erro
 	return sb, nil
 }
 
-// Get describes a running sandbox.
+// Get describes a running sandbox, named by its id or its name in the
+// app; the Info carries the id.
 func (p *Provider) Get(ctx context.Context, id string) (providers.Info, error) {
 	sb, err := p.live(ctx, id)
 	if err != nil {
@@ -157,7 +182,7 @@ func (p *Provider) Get(ctx context.Context, id string) (providers.Info, error) {
 	if err != nil {
 		return providers.Info{}, p.mapErr("get "+id, err)
 	}
-	return infoFrom(id, tags), nil
+	return infoFrom(sb.SandboxID, tags), nil
 }
 
 // List returns the app's running sandboxes carrying every label of the

@@ -19,7 +19,8 @@
 // building the provider (as every CLI start does) opens no connection.
 // Our labels are Modal tags; the provider adds reserved tags (prefix
 // "sandbox.") for what Modal's API does not return: creation time, image
-// and network mode.
+// and network mode. A sandbox is named by its id or, for one another
+// program created with a name, by that name in the app (see Get).
 package modal
 
 import (
@@ -86,6 +87,7 @@ func Registration() providers.Registration {
 		New: func(cfg providers.Config) (providers.Provider, error) {
 			return New(cfg)
 		},
+		Ready:    Configured,
 		Emulator: newEmulator,
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"maps"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +41,11 @@ type sandbox struct {
 	// main is the entrypoint command (its output stays empty and its
 	// stdin unread when the sandbox has none).
 	main *execution
+
+	// ready is closed once the readiness probe has passed (at create
+	// when there is none); readyAt is set before.
+	ready   chan struct{}
+	readyAt time.Time
 
 	execMu sync.Mutex
 	execs  map[string]*execution
@@ -82,12 +90,56 @@ func (c *control) EnvironmentGetOrCreate(ctx context.Context, req *pb.Environmen
 	}.Build(), nil
 }
 
+// ImageGetOrCreate builds at once: an image is its Dockerfile commands,
+// and the same commands give the same image until it is deleted.
 func (c *control) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
 	sum := sha256.Sum256([]byte(strings.Join(req.GetImage().GetDockerfileCommands(), "\n")))
+	recipe := hex.EncodeToString(sum[:])
+	s := c.s
+	s.mu.Lock()
+	id, ok := s.images[recipe]
+	if !ok {
+		id = newID("im-")
+		s.images[recipe] = id
+	}
+	s.mu.Unlock()
 	return pb.ImageGetOrCreateResponse_builder{
-		ImageId: "im-" + hex.EncodeToString(sum[:13]),
+		ImageId: id,
 		Result:  pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}.Build(),
 	}.Build(), nil
+}
+
+// imageRecipe returns the recipe of a built image, "" when there is none.
+// s.mu is held.
+func (s *Server) imageRecipe(id string) string {
+	for recipe, built := range s.images {
+		if built == id {
+			return recipe
+		}
+	}
+	return ""
+}
+
+func (c *control) ImageFromId(ctx context.Context, req *pb.ImageFromIdRequest) (*pb.ImageFromIdResponse, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.s.imageRecipe(req.GetImageId()) == "" {
+		return nil, status.Errorf(codes.NotFound, "Image %s not found", req.GetImageId())
+	}
+	return pb.ImageFromIdResponse_builder{ImageId: req.GetImageId()}.Build(), nil
+}
+
+// ImageDelete forgets an image: its id is no longer found, and building
+// the same commands again gives a new one.
+func (c *control) ImageDelete(ctx context.Context, req *pb.ImageDeleteRequest) (*emptypb.Empty, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	recipe := c.s.imageRecipe(req.GetImageId())
+	if recipe == "" {
+		return nil, status.Errorf(codes.NotFound, "Image %s not found", req.GetImageId())
+	}
+	delete(c.s.images, recipe)
+	return &emptypb.Empty{}, nil
 }
 
 func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Request) (*pb.SandboxCreateV2Response, error) {
@@ -95,6 +147,9 @@ func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Re
 	def := req.GetDefinition()
 	if def == nil {
 		return nil, status.Error(codes.InvalidArgument, "sandbox definition is required")
+	}
+	if err := checkAllowlists(def.GetNetworkAccess()); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	known := slices.Contains(slices.Collect(maps.Values(s.apps)), req.GetAppId())
@@ -145,7 +200,7 @@ func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Re
 	}
 	sb := &sandbox{id: id, taskID: newID("ta-"), appID: req.GetAppId(), name: name, backendID: info.ID,
 		created: time.Now(), tags: tagMap(req.GetTags()), done: make(chan struct{}), execs: map[string]*execution{},
-		workdir: def.GetWorkdir()}
+		workdir: def.GetWorkdir(), ready: make(chan struct{})}
 	if sb.workdir != "" {
 		if err := s.backend.Mkdir(ctx, info.ID, sb.workdir); err != nil {
 			_ = s.backend.Delete(context.WithoutCancel(ctx), info.ID)
@@ -153,6 +208,7 @@ func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Re
 		}
 	}
 	sb.main = s.startMain(sb, def.GetEntrypointArgs())
+	s.startProbe(sb, def.GetReadinessProbe())
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.tasks[sb.taskID] = sb
@@ -417,4 +473,93 @@ func (c *control) SandboxGetCommandRouterAccess(ctx context.Context, req *pb.San
 		return nil, err
 	}
 	return pb.SandboxGetCommandRouterAccessResponse_builder{Jwt: c.s.jwt(), Url: routerURL(ctx)}.Build(), nil
+}
+
+// The V1 sandbox calls, made by the SDKs for ids of the V1 shape (sb- and
+// 22 base-62 characters): the emulator mints only V2 ids, so no such
+// sandbox exists.
+
+func (c *control) SandboxWait(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
+	return nil, notFound(req.GetSandboxId())
+}
+
+func (c *control) SandboxTerminate(ctx context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
+	return nil, notFound(req.GetSandboxId())
+}
+
+func (c *control) SandboxGetTaskId(ctx context.Context, req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
+	return nil, notFound(req.GetSandboxId())
+}
+
+func (c *control) SandboxTagsGet(ctx context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
+	return nil, notFound(req.GetSandboxId())
+}
+
+func (c *control) SandboxTagsSet(ctx context.Context, req *pb.SandboxTagsSetRequest) (*emptypb.Empty, error) {
+	return nil, notFound(req.GetSandboxId())
+}
+
+// Probe intervals: the default when the probe names none, and the
+// shortest the emulator runs.
+const (
+	defaultProbeInterval = 100 * time.Millisecond
+	minProbeInterval     = 10 * time.Millisecond
+)
+
+// startProbe makes sb ready once its readiness probe's command exits 0,
+// running it every interval until then or until the sandbox ends. A
+// sandbox without an exec probe is ready at once (TCP probes are not
+// checked).
+func (s *Server) startProbe(sb *sandbox, probe *pb.Probe) {
+	markReady := func() {
+		sb.readyAt = time.Now()
+		close(sb.ready)
+	}
+	argv := probe.GetExecCommand().GetArgv()
+	if len(argv) == 0 {
+		markReady()
+		return
+	}
+	interval := defaultProbeInterval
+	if ms := probe.GetIntervalMs(); ms > 0 {
+		interval = max(time.Duration(ms)*time.Millisecond, minProbeInterval)
+	}
+	s.background(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			res, err := s.backend.Exec(s.ctx, sb.backendID, providers.ExecRequest{Argv: argv, Cwd: sb.workdir, Stdout: io.Discard, Stderr: io.Discard})
+			if err == nil && res.ExitCode == 0 {
+				markReady()
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-sb.done:
+				return
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+// domainPattern is a host name, optionally behind a "*." wildcard.
+var domainPattern = regexp.MustCompile(`^(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+// checkAllowlists refuses, as Modal does, outbound allowlists with an
+// entry that is not a CIDR or a domain name (the emulator does not
+// enforce the lists).
+func checkAllowlists(na *pb.NetworkAccess) error {
+	for _, c := range na.GetAllowedCidrs() {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			return status.Errorf(codes.InvalidArgument, "Invalid CIDR (outbound IPv4): %s", c)
+		}
+	}
+	for _, d := range na.GetAllowedDomains() {
+		if len(d) > 253 || !domainPattern.MatchString(d) {
+			return status.Errorf(codes.InvalidArgument, "Invalid domain (outbound): %s", d)
+		}
+	}
+	return nil
 }

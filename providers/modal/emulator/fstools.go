@@ -33,7 +33,16 @@ type fsRequest struct {
 	ListFiles     *fsPath  `json:"ListFiles"`
 	MakeDirectory *fsMkdir `json:"MakeDirectory"`
 	Remove        *fsRm    `json:"Remove"`
-	Watch         *fsPath  `json:"Watch"`
+	Watch         *fsWatch `json:"Watch"`
+}
+
+// fsWatch is a Watch request: a nil Filter lets every event type through,
+// an empty one none; a nil TimeoutSecs watches until stdin closes.
+type fsWatch struct {
+	Path        string    `json:"path"`
+	Recursive   bool      `json:"recursive"`
+	Filter      *[]string `json:"filter"`
+	TimeoutSecs *int      `json:"timeout_secs"`
 }
 
 type fsPath struct {
@@ -228,7 +237,7 @@ func (s *Server) fsServe(ctx context.Context, id string, req fsRequest, stdin io
 		}
 		return nil
 	case req.Watch != nil:
-		return &fsError{"NotSupported", "the emulator does not serve Watch"}
+		return s.watch(ctx, id, *req.Watch, stdin, stdout)
 	}
 	return &fsError{"InvalidArgument", fmt.Sprintf("unknown request %v", req)}
 }

@@ -499,14 +499,37 @@ func (r *router) TaskExecPoll(ctx context.Context, req *pb.TaskExecPollRequest) 
 	}
 }
 
+// SandboxWaitUntilReady answers once the sandbox's readiness probe has
+// passed, DEADLINE_EXCEEDED when that takes longer than the request's
+// timeout, and FAILED_PRECONDITION when the sandbox ends first.
 func (r *router) SandboxWaitUntilReady(ctx context.Context, req *pb.SandboxWaitUntilReadyTcrRequest) (*pb.SandboxWaitUntilReadyTcrResponse, error) {
-	r.s.mu.Lock()
-	sb, ok := r.s.tasks[req.GetTaskId()]
-	r.s.mu.Unlock()
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "task %s not found", req.GetTaskId())
+	sb, err := r.s.task(req.GetTaskId())
+	if err != nil {
+		return nil, err
 	}
-	return pb.SandboxWaitUntilReadyTcrResponse_builder{ReadyAt: stamp(sb.created)}.Build(), nil
+	var expired <-chan time.Time
+	if t := req.GetTimeout(); t > 0 {
+		timer := time.NewTimer(time.Duration(float64(t) * float64(time.Second)))
+		defer timer.Stop()
+		expired = timer.C
+	}
+	select {
+	case <-sb.ready:
+		return pb.SandboxWaitUntilReadyTcrResponse_builder{ReadyAt: stamp(sb.readyAt)}.Build(), nil
+	case <-sb.done:
+		select {
+		case <-sb.ready:
+			return pb.SandboxWaitUntilReadyTcrResponse_builder{ReadyAt: stamp(sb.readyAt)}.Build(), nil
+		default:
+		}
+		return nil, status.Error(codes.FailedPrecondition, "the sandbox ended before its readiness probe passed")
+	case <-expired:
+		return nil, status.Error(codes.DeadlineExceeded, "the readiness probe has not passed yet")
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-r.s.ctx.Done():
+		return nil, status.Error(codes.Unavailable, errClosed.Error())
+	}
 }
 
 // isNotFound reports a backend's ErrNotFound.

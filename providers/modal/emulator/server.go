@@ -12,14 +12,18 @@
 //
 // Served: AuthTokenGet, AppGetOrCreate, EnvironmentGetOrCreate,
 // ImageGetOrCreate (every image builds at once; the backend's default image
-// is used), the V2 sandbox calls (SandboxCreateV2, SandboxWaitV2,
+// is used), ImageFromId, ImageDelete, the V2 sandbox calls (SandboxCreateV2, SandboxWaitV2,
 // SandboxTerminateV2, SandboxTagsSetV2, SandboxTagsGetV2, SandboxListV2,
 // SandboxGetFromNameV2, SandboxGetTaskIdV2, SandboxGetCommandRouterAccess;
-// the V1 SandboxGetFromName answers NotFound so the SDKs' fallback ends),
+// the V1 SandboxGetFromName, SandboxWait, SandboxTerminate,
+// SandboxGetTaskId, SandboxTagsGet and SandboxTagsSet answer NotFound,
+// since every sandbox here is a V2 one, so that the SDKs' fallback ends and
+// an id of the V1 shape is not found rather than unsupported),
 // and on the router TaskExecStart, TaskExecStdioRead (resumable by byte
 // offset), TaskExecStdinWrite, TaskExecStdinWriteStream,
 // TaskExecStdinStatus, TaskExecWait, TaskExecPoll, SandboxWaitUntilReady
-// and the entrypoint's SandboxStdioReadV2 and SandboxStdinWriteV2 (a
+// (which waits for an exec readiness probe to exit 0; the emulator runs it
+// on the backend every interval) and the entrypoint's SandboxStdioReadV2 and SandboxStdinWriteV2 (a
 // sandbox with an entrypoint ends when it exits). Output is kept from the
 // last offset a reader reached, less 4 MiB for resumes; a command more
 // than 16 MiB ahead of its reader waits, as on a pipe. The SDKs' file
@@ -34,14 +38,15 @@
 // backend sees each of them; a denial answers PERMISSION_DENIED.
 //
 // Not implemented (the calls answer UNIMPLEMENTED; create parameters
-// among these are accepted and ignored): functions, classes, queues, volumes,
-// secrets (Secrets.FromName), cloud buckets, snapshots, tunnels,
-// sidecars, proxies, GPUs and the V1 sandbox calls; readiness probes
-// (SandboxWaitUntilReady answers at once); idle timeouts; registry images (the
-// backend's default image runs whatever tag is named); PTYs; CIDR and
-// domain allowlists; file watching. Reads through the file helper are
-// limited to 1 GiB (the SDKs take a file's bytes only once the helper has
-// exited, so the emulator holds them).
+// among these are accepted and ignored): functions, classes, queues,
+// volumes, secrets (Secrets.FromName), cloud buckets, snapshots, tunnels,
+// sidecars, proxies and GPUs; TCP readiness probes (a sandbox with one is
+// ready at once); idle timeouts; registry images (the backend's default
+// image runs whatever tag is named); PTYs; enforcing CIDR and domain
+// allowlists (their entries are checked). File watching is served by
+// polling (see watch.go). Reads through the file helper are limited to
+// 1 GiB (the SDKs take a file's bytes only once the helper has exited, so
+// the emulator holds them).
 package emulator
 
 import (
@@ -116,6 +121,8 @@ type Server struct {
 	creates   map[string]string
 	sandboxes map[string]*sandbox
 	tasks     map[string]*sandbox // task id → sandbox
+	// images maps the hash of an image's Dockerfile commands to its id.
+	images map[string]string
 }
 
 // New returns an emulator running every sandbox on backend. Close ends
@@ -123,7 +130,8 @@ type Server struct {
 func New(backend providers.Provider, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{backend: backend, opts: opts, key: randomBytes(32), ctx: ctx, cancel: cancel,
-		apps: map[string]string{}, creates: map[string]string{}, sandboxes: map[string]*sandbox{}, tasks: map[string]*sandbox{}}
+		apps: map[string]string{}, creates: map[string]string{}, sandboxes: map[string]*sandbox{}, tasks: map[string]*sandbox{},
+		images: map[string]string{}}
 	s.grpc = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.streamAuth),
