@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/sandbox/providers"
 )
 
@@ -260,10 +262,42 @@ func TestCgroupsReal(t *testing.T) {
 // tmpfs pages are charged there), and info shows the limits in force.
 func TestDefaultMemoryLimit(t *testing.T) {
 	p := newTestProvider(t)
-	if !p.cg.controllers["memory"] {
-		t.Fatalf("this test runs where a memory cgroup is available (%s); CI runs as root", p.cg.describe())
-	}
 	ctx := context.Background()
+	if !p.cg.controllers["memory"] {
+		// Where none is (an unprivileged user on most hosts), info
+		// shows no memory limit, --memory is refused as a limit the
+		// host cannot enforce, and each process gets the soft
+		// RLIMIT_DATA.
+		t.Logf("no memory cgroup (%s): checking the sandbox without one", p.cg.describe())
+		id := newSandbox(t, p, providers.Spec{})
+		info, err := p.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (providers.Resources{Pids: defaultPids, DiskMB: defaultDiskMB}); info.Resources != want {
+			t.Errorf("info.Resources = %+v, want %+v", info.Resources, want)
+		}
+		if _, err := p.Create(ctx, providers.Spec{Resources: providers.Resources{MemoryMB: 300}}); !errors.Is(err, providers.ErrUnsupported) || !strings.Contains(err.Error(), "--memory") {
+			t.Errorf("--memory without a memory cgroup: %v, want ErrUnsupported naming --memory", err)
+		}
+		var host unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_DATA, &host); err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(float64(hostMemory()) * defaultDataShare)
+		if host.Max != unix.RLIM_INFINITY && host.Max < want {
+			want = host.Max
+		}
+		got := strings.Fields(mustRun(t, p, id, "grep '^Max data size' /proc/self/limits"))
+		hard := "unlimited"
+		if host.Max != unix.RLIM_INFINITY {
+			hard = strconv.FormatUint(host.Max, 10)
+		}
+		if len(got) < 6 || got[3] != strconv.FormatUint(want, 10) || got[4] != hard {
+			t.Errorf("the RLIMIT_DATA of a command: %q, want a soft limit of %d and the host's hard limit (%s)", got, want, hard)
+		}
+		return
+	}
 	half := int(hostMemory() / 2 >> 20)
 	tests := []struct {
 		name string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -963,5 +964,65 @@ func TestStopFollowsContext(t *testing.T) {
 	}
 	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
 		t.Errorf("after the stop: %q", got)
+	}
+}
+
+// TestDyingInitIsACrash checks how a start judges a recorded init that is
+// alive but does not answer: one whose socket refuses connections was
+// killed and is still ending (it waits for the sandbox's processes), so
+// the next start says that the sandbox had stopped without being asked
+// to; one whose socket is gone was being stopped, which is no crash.
+func TestDyingInitIsACrash(t *testing.T) {
+	tests := []struct {
+		name       string
+		deadSocket bool
+		wantNote   bool
+	}{
+		{"socket refuses", true, true},
+		{"socket gone", false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestProvider(t)
+			id := newSandbox(t, p, providers.Spec{})
+			dir := filepath.Join(p.dir, id)
+			mustRun(t, p, id, "true")
+			stopSandbox(t, p, id)
+			_ = p.TakeNote(id)
+			// A live process recorded as the init, which answers
+			// nothing.
+			stand := exec.Command("sleep", "60")
+			if err := stand.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = stand.Process.Kill(); _ = stand.Wait() })
+			start, err := procStartTime(stand.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, machinePidFile), []byte(fmt.Sprintf("%d %d", stand.Process.Pid, start)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.deadSocket {
+				err := withDir(dir, func(short string) error {
+					ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + machineSockName(p.identity), Net: "unix"})
+					if err != nil {
+						return err
+					}
+					ln.SetUnlinkOnClose(false)
+					return ln.Close()
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := mustRun(t, p, id, "echo up"); got != "up\n" {
+				t.Fatalf("exec after the recorded init: %q", got)
+			}
+			note := p.TakeNote(id)
+			if got := strings.Contains(note, "without being asked to"); got != tc.wantNote {
+				t.Errorf("note %q: crash said %v, want %v", note, got, tc.wantNote)
+			}
+		})
 	}
 }

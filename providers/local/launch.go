@@ -361,11 +361,15 @@ func fdsOf(files []*os.File) []int {
 // maps a range of ids (initConfig.SetID; with one id they can name no
 // other); CHOWN to give a user the sandbox made for it (create --user)
 // its home and /workspace; SYS_RESOURCE for the disk quota's cut-off to
-// reach the processes of other users (see confineFiles). All are dropped
-// before any sandboxed code runs.
+// reach the processes of other users (see confineFiles); FOWNER and
+// FSETID because overlayfs changes the upper layer's files with the
+// credentials of whoever mounted it: without them, a user's chmod,
+// utimes or setgid bit on a file of its own (of another id than the
+// init's) would be refused. All are dropped before any sandboxed code
+// runs.
 func initAmbientCaps() []uintptr {
 	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETPCAP,
-		unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_CHOWN, unix.CAP_SYS_RESOURCE}
+		unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_CHOWN, unix.CAP_SYS_RESOURCE, unix.CAP_FOWNER, unix.CAP_FSETID}
 }
 
 // outPipeSize is the capacity asked for the pipes that carry an operation's

@@ -226,16 +226,22 @@ func (p *Provider) ensureMachine(dir, id string) error {
 	if err != nil {
 		return err
 	}
-	if c, err := p.dialMachine(dir); err == nil {
+	c, err := p.dialMachine(dir)
+	if err == nil {
 		c.Close()
 		return nil
 	}
-	// A recorded init that does not answer: another binary's, or one
-	// that stops. It goes first (the lock keeps a new one from starting
-	// meanwhile).
+	// A recorded init that does not answer: another binary's, one that
+	// stops, or one that was killed and is still ending (its socket
+	// refuses connections while it waits for the sandbox's processes to
+	// end; a stop unlinks the socket first). It goes first (the lock
+	// keeps a new one from starting meanwhile).
 	if _, alive := liveMachine(dir); alive {
 		if err := killMachineLocked(dir); err != nil {
 			return fmt.Errorf("local: sandbox %s: %w", id, err)
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.WriteFile(filepath.Join(dir, crashedFile), nil, 0o600)
 		}
 	} else if _, err := os.Stat(filepath.Join(dir, machinePidFile)); err == nil {
 		// Recorded but gone without a stop: killed, or the host

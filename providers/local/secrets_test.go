@@ -5,6 +5,8 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -439,11 +441,35 @@ func TestCachedMasks(t *testing.T) {
 	}
 }
 
+// TestEtcBaseSanitizes: root's base layer for /etc holds the shadow files
+// with every password field "*", made once per content. Another user's
+// provider asks for no shadow files (it masks them): a base with them
+// needs the copies given group root, which that user cannot, so none is
+// made (nothing half-made is left), and its base holds the hostname alone.
 func TestEtcBaseSanitizes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "shadow")
 	plantFile(t, src, "root:$6$salt$hash:20228:0:99999:7:::\nalice:$y$j9T$abc$def:20228:0:99999:7:::\nbob:!:1::::::\n", 0o640)
+	if os.Geteuid() != 0 {
+		if base, shadow := makeEtcBase(dir, []string{src}); base != "" || shadow {
+			t.Errorf("as uid %d, makeEtcBase with shadow files = %q, %v; want none (its copies cannot get group root)", os.Geteuid(), base, shadow)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*"+etcBasePrefix+"*")); len(left) != 0 {
+			t.Errorf("a failed base left %v", left)
+		}
+		base, shadow := makeEtcBase(dir, nil)
+		if base == "" || shadow {
+			t.Fatalf("makeEtcBase without shadow files = %q, %v", base, shadow)
+		}
+		if b, err := os.ReadFile(filepath.Join(base, "hostname")); err != nil || string(b) != hostname+"\n" {
+			t.Errorf("the base's hostname: %q, %v", b, err)
+		}
+		if _, err := os.Lstat(filepath.Join(base, "shadow")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the base of another user holds a shadow file: %v", err)
+		}
+		return
+	}
 	base, shadow := makeEtcBase(dir, []string{src, filepath.Join(dir, "missing")})
 	if base == "" || !shadow {
 		t.Fatalf("makeEtcBase = %q, %v", base, shadow)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -194,8 +195,24 @@ const (
 // ranges it adds to /etc/subuid and /etc/subgid for the test (creating
 // the files when missing); the files are left as they were.
 func TestSubordinateIDs(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test needs root: it edits /etc/subuid and /etc/subgid and switches to an unprivileged user")
+	if uid := os.Getuid(); uid != 0 {
+		// Run by another user, the test checks what that user's
+		// sandboxes do with the ranges the host gives it, or without.
+		name := ""
+		if pw, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+			name = pw.Username
+		}
+		mode := "none"
+		if u, g := hostIDMappings(uid, os.Getgid()); u.ranged() || g.ranged() {
+			start, _, ok := subordinateRange("/etc/subuid", name, uid)
+			if !ok {
+				t.Fatalf("the sandboxes map %+v, %+v, but /etc/subuid gives uid %d no range", u, g, uid)
+			}
+			mode = strconv.Itoa(start)
+		}
+		t.Logf("as uid %d, subordinate ids: %s", uid, mode)
+		checkSubordinateIDs(t, mode)
+		return
 	}
 	for _, tool := range []string{"newuidmap", "newgidmap"} {
 		if idTool(tool) == "" {
@@ -263,7 +280,20 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 		t.Log("run by TestSubordinateIDs as an unprivileged user, with or without subordinate ids")
 		return
 	}
+	checkSubordinateIDs(t, mode)
+}
+
+// checkSubordinateIDs is TestSubordinateIDsUnprivileged for mode, "none"
+// or the first id of the ranges /etc/subuid and /etc/subgid give the
+// user running it.
+func checkSubordinateIDs(t *testing.T, mode string) {
 	uid := os.Getuid()
+	// other is a user of the sandbox below the invoking user's id.
+	other := 1000
+	if uid <= other {
+		other = uid / 2
+	}
+	o := strconv.Itoa(other)
 	if uid == 0 {
 		t.Fatal("runs as an unprivileged user")
 	}
@@ -277,7 +307,7 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 		if p.uids.ranged() || p.gids.ranged() {
 			t.Fatalf("without subordinate ids the sandbox maps %+v, %+v", p.uids, p.gids)
 		}
-		for _, user := range []string{"0", "1000"} {
+		for _, user := range []string{"0", o} {
 			_, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "true", User: user})
 			if !errors.Is(err, providers.ErrInvalid) || err == nil ||
 				!strings.Contains(err.Error(), "/etc/subuid") || !strings.Contains(err.Error(), "uidmap") || !strings.Contains(err.Error(), "maps only its own user's id") {
@@ -314,7 +344,14 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 			}
 		}
 	}
-	wantMap := fmt.Sprintf("%d %d 1\n0 %d %d\n%d %d 1\n", uid, uid, start, uid, uid+1, start+uid)
+	// The ids above the user's own fill the rest of the range, up to
+	// idRangeSize ids inside in all.
+	name := ""
+	if pw, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = pw.Username
+	}
+	_, count, _ := subordinateRange("/etc/subuid", name, uid)
+	wantMap := fmt.Sprintf("%d %d 1\n0 %d %d\n%d %d %d\n", uid, uid, start, uid, uid+1, start+uid, min(count-uid, idRangeSize-uid-1))
 	if got := mustRun(t, p, id, "awk '{print $1, $2, $3}' /proc/self/uid_map"); got != wantMap {
 		t.Errorf("uid_map inside: %q, want %q", got, wantMap)
 	}
@@ -324,10 +361,12 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 		{"", "mkdir /workspace/shared && chmod 777 /workspace/shared && echo ok", "ok\n"},
 		{"0", "id -u; id -g; id -G", "0\n0\n0\n"},
 		{"0", "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u", "0000000000000000\n"},
-		{"1000", "id -u; id -G; touch /workspace/shared/f && stat -c '%u %g' /workspace/shared/f", "1000\n1000\n1000 1000\n"},
-		{"1000", "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u", "0000000000000000\n"},
+		{o, "id -u; id -G; touch /workspace/shared/f && stat -c '%u %g' /workspace/shared/f", o + "\n" + o + "\n" + o + " " + o + "\n"},
+		{o, "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u", "0000000000000000\n"},
+		// overlayfs changes the file with its mounter's credentials.
+		{o, "chmod 640 /workspace/shared/f && touch -d @86400 /workspace/shared/f && stat -c '%a %Y' /workspace/shared/f", "640 86400\n"},
 		{"65535", "id -u", "65535\n"},
-		{"", "stat -c '%u %g' /workspace/shared/f", "1000 1000\n"},
+		{"", "stat -c '%u %g' /workspace/shared/f", o + " " + o + "\n"},
 	}
 	for _, tt := range tests {
 		var out, errb strings.Builder
@@ -336,15 +375,15 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 			t.Errorf("as %q, %s: %q (exit %d, err %v, stderr %q), want %q", tt.user, tt.shell, out.String(), res.ExitCode, err, errb.String(), tt.want)
 		}
 	}
-	// On the host, user 1000's file belongs to the id of the range
-	// that inside 1000 maps to: start+1000, below the user's own id.
+	// On the host, user other's file belongs to the id of the range
+	// that inside other maps to: start+other, below the user's own id.
 	fi, err := os.Stat(filepath.Join(workspacePath(filepath.Join(p.dir, id)), "shared", "f"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	if int(st.Uid) != start+1000 || int(st.Gid) != start+1000 {
-		t.Errorf("user 1000's file is owned on the host by %d:%d, want %d:%d", st.Uid, st.Gid, start+1000, start+1000)
+	if int(st.Uid) != start+other || int(st.Gid) != start+other {
+		t.Errorf("user %d's file is owned on the host by %d:%d, want %d:%d", other, st.Uid, st.Gid, start+other, start+other)
 	}
 	// An id beyond the range is refused, naming the ids there are.
 	_, err = p.Exec(ctx, id, providers.ExecRequest{Shell: "true", User: "70000"})
@@ -364,6 +403,13 @@ func TestSubordinateIDsUnprivileged(t *testing.T) {
 	}
 	if got := mustRun(t, p, named, "grep -c '^tester:' /etc/passwd /etc/group", func(r *providers.ExecRequest) { r.User = "0" }); got != "/etc/passwd:1\n/etc/group:1\n" {
 		t.Errorf("user tester in the sandbox's files: %q", got)
+	}
+	// File operations run as that user too, through the same overlay.
+	if err := p.WriteFile(ctx, named, "/workspace/w.txt", strings.NewReader("written\n"), 0o600); err != nil {
+		t.Errorf("write as user tester: %v", err)
+	}
+	if got := mustRun(t, p, named, "cat /workspace/w.txt; stat -c '%a %U' /workspace/w.txt"); got != "written\n600 tester\n" {
+		t.Errorf("the file written as user tester: %q", got)
 	}
 	// Its files belong to subordinate ids, which the user may not
 	// remove: the reaper removes them in a user namespace that maps them.
