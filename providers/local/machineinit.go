@@ -217,6 +217,10 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 			return 125
 		}
 	}
+	if err := rootOwnsAccounts(cfg); err != nil {
+		rep.setupFail(err)
+		return 125
+	}
 	m.nets = map[bool]*netStarter{true: {}}
 	private, err := newPrivateNet()
 	if err != nil {

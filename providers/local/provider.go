@@ -336,6 +336,9 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if err := p.checkUser("create", spec.User); err != nil {
 		return providers.Info{}, err
 	}
+	if err := p.checkOwnUser(spec.User); err != nil {
+		return providers.Info{}, err
+	}
 	// The machine's init is moved into cgroups: start the wait that
 	// move involves now (see prewarm).
 	p.cg.prewarm()

@@ -111,10 +111,11 @@ func TestStoppedOrDeadRunnerReplaced(t *testing.T) {
 func TestRunnersPerUser(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	// user: uid; without subordinate ids the sandbox maps one id.
-	users := map[string]string{"root": "0", "nobody": "65534", "": "0"}
+	// user: uid; the default user is the invoking one (root's is root);
+	// without subordinate ids the sandbox maps that id alone.
+	me := strconv.Itoa(os.Getuid())
+	users := map[string]string{"root": "0", "nobody": "65534", "": me}
 	if !p.uids.ranged() {
-		me := strconv.Itoa(os.Getuid())
 		users = map[string]string{me: me, "": me}
 	}
 	for i := range 6 {

@@ -314,6 +314,14 @@ func checkSubordinateIDs(t *testing.T, mode string) {
 				t.Errorf("user %s without subordinate ids: %v; want ErrInvalid saying how to get them (uidmap, /etc/subuid)", user, err)
 			}
 		}
+		// A sandbox of a user of its own needs other ids too; the
+		// invoking user, by uid, is fine.
+		if _, err := p.Create(ctx, providers.Spec{User: "tester"}); !errors.Is(err, providers.ErrInvalid) || !strings.Contains(err.Error(), "/etc/subuid") {
+			t.Errorf("create --user tester without subordinate ids: %v; want ErrInvalid saying how to get them", err)
+		}
+		if got := mustRun(t, p, newSandbox(t, p, providers.Spec{User: strconv.Itoa(uid)}), "id -u"); got != strconv.Itoa(uid)+"\n" {
+			t.Errorf("a sandbox of the invoking user's uid runs as %q", got)
+		}
 		return
 	}
 	start, err := strconv.Atoi(mode)
@@ -366,6 +374,8 @@ func checkSubordinateIDs(t *testing.T, mode string) {
 		// overlayfs changes the file with its mounter's credentials.
 		{o, "chmod 640 /workspace/shared/f && touch -d @86400 /workspace/shared/f && stat -c '%a %Y' /workspace/shared/f", "640 86400\n"},
 		{"65535", "id -u", "65535\n"},
+		// The sandbox's copies of the account files are its root's.
+		{"", "stat -c '%u %g' /etc/passwd /etc/group; (echo x >> /etc/passwd) 2>/dev/null && echo allowed || echo denied", "0 0\n0 0\ndenied\n"},
 		{"", "stat -c '%u %g' /workspace/shared/f", o + " " + o + "\n"},
 	}
 	for _, tt := range tests {

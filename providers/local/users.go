@@ -363,6 +363,23 @@ func becomeUser(name string) (*sandboxUser, error) {
 	return target, nil
 }
 
+// checkOwnUser refuses to make a sandbox for a user of its own (create
+// --user) where the sandbox can map no other id than the invoking user's:
+// only that user, by name or uid, can be the sandbox's user then.
+func (p *Provider) checkOwnUser(name string) error {
+	if name == "" || p.uid == 0 || p.weak || p.uids.ranged() {
+		return nil
+	}
+	me := strconv.Itoa(p.uid)
+	if name == me {
+		return nil
+	}
+	if u, err := user.LookupId(me); err == nil && u.Username == name {
+		return nil
+	}
+	return providers.Errorf(providers.ErrInvalid, Name, "create", "user %q: this host maps only your own user's id (%s) into sandboxes, so a sandbox's user can only be you; to give sandboxes users of their own, %s", name, me, subIDHint)
+}
+
 // subIDHint says how an unprivileged host user's sandboxes get more ids
 // than the user's own.
 const subIDHint = "install newuidmap and newgidmap (the uidmap package on Debian and Ubuntu) " +
@@ -491,6 +508,27 @@ func ensureUser(name string) error {
 	if err := unix.Stat(providers.DefaultWorkdir, &st); err == nil && (st.Uid == 0 || int(st.Uid) == os.Getuid()) {
 		if err := unix.Chown(providers.DefaultWorkdir, u.uid, u.gid); err != nil {
 			return fmt.Errorf("give %s to user %s: %w", providers.DefaultWorkdir, name, err)
+		}
+	}
+	return nil
+}
+
+// rootOwnsAccounts gives the sandbox's root its /etc/passwd and
+// /etc/group when they are the copies an unprivileged host user's
+// sandbox starts with (see Provider.ownAccounts), which the init (that
+// user) made: the sandbox's other users, that user included, may read
+// them, not change them, as with the host's own files.
+func rootOwnsAccounts(cfg *initConfig) error {
+	if !cfg.SetID || os.Getuid() == 0 {
+		return nil
+	}
+	for _, f := range []string{"/etc/passwd", "/etc/group"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(f, &st); err != nil || int(st.Uid) != os.Getuid() {
+			continue
+		}
+		if err := unix.Lchown(f, 0, 0); err != nil {
+			return fmt.Errorf("give %s to the sandbox's root: %w", f, err)
 		}
 	}
 	return nil
