@@ -16,13 +16,7 @@ import (
 // and takes valid ones.
 func TestCreateChecksAllowlists(t *testing.T) {
 	h := newHarness(t)
-	c := h.sdkClient(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	app, err := c.Apps.FromName(ctx, "allowlists", &modalsdk.AppFromNameParams{CreateIfMissing: true})
-	if err != nil {
-		t.Fatalf("Apps.FromName: %v", err)
-	}
+	ctx, c, app := h.sdkApp(t, "allowlists", time.Minute)
 	image := c.Images.FromRegistry("alpine:3.21", nil)
 	for _, tc := range []struct {
 		name           string

@@ -20,13 +20,7 @@ import (
 func TestSandboxByName(t *testing.T) {
 	h := newHarness(t)
 	p := h.client(t, testSecret)
-	c := h.sdkClient(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	app, err := c.Apps.FromName(ctx, "tests", &modalsdk.AppFromNameParams{CreateIfMissing: true})
-	if err != nil {
-		t.Fatalf("Apps.FromName: %v", err)
-	}
+	ctx, c, app := h.sdkApp(t, "tests", 2*time.Minute)
 	sb, err := c.Sandboxes.Create(ctx, app, c.Images.FromRegistry("alpine:3.21", nil), &modalsdk.SandboxCreateParams{
 		Name: "named-one",
 		Tags: map[string]string{"who": "sdk"},

@@ -3,7 +3,6 @@
 package modal_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -16,13 +15,7 @@ import (
 // deleted one is not found and building it again gives a new id.
 func TestImageLookupAndDelete(t *testing.T) {
 	h := newHarness(t)
-	c := h.sdkClient(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	app, err := c.Apps.FromName(ctx, "images", &modalsdk.AppFromNameParams{CreateIfMissing: true})
-	if err != nil {
-		t.Fatalf("Apps.FromName: %v", err)
-	}
+	ctx, c, app := h.sdkApp(t, "images", time.Minute)
 	build := func() string {
 		t.Helper()
 		img, err := c.Images.FromRegistry("alpine:3.13", nil).Build(ctx, app, nil)

@@ -18,13 +18,7 @@ import (
 // at once.
 func TestReadinessProbe(t *testing.T) {
 	h := newHarness(t)
-	c := h.sdkClient(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	app, err := c.Apps.FromName(ctx, "probes", &modalsdk.AppFromNameParams{CreateIfMissing: true})
-	if err != nil {
-		t.Fatalf("Apps.FromName: %v", err)
-	}
+	ctx, c, app := h.sdkApp(t, "probes", 2*time.Minute)
 	image := c.Images.FromRegistry("alpine:3.21", nil)
 	probe := func(argv ...string) *modalsdk.Probe {
 		p, err := modalsdk.NewExecProbe(argv, &modalsdk.ExecProbeParams{Interval: 50 * time.Millisecond})

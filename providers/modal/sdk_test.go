@@ -15,6 +15,21 @@ import (
 	modalsdk "github.com/modal-labs/modal-client/go"
 )
 
+// sdkApp returns the official SDK's client pointed at the harness, a
+// context that ends after timeout (or with the test), and the app name,
+// created if missing.
+func (h *harness) sdkApp(t *testing.T, name string, timeout time.Duration) (context.Context, *modalsdk.Client, *modalsdk.App) {
+	t.Helper()
+	c := h.sdkClient(t)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	app, err := c.Apps.FromName(ctx, name, &modalsdk.AppFromNameParams{CreateIfMissing: true})
+	if err != nil {
+		t.Fatalf("Apps.FromName(%s): %v", name, err)
+	}
+	return ctx, c, app
+}
+
 // sdkClient returns Modal's official Go SDK client, unchanged, pointed at
 // the harness the way a user points it: MODAL_SERVER_URL and the token.
 func (h *harness) sdkClient(t *testing.T) *modalsdk.Client {
