@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -268,6 +270,37 @@ func (m *machine) dropSpares() {
 	m.mu.Unlock()
 	if dropped {
 		debug.FreeOSMemory()
+		pageOutCode()
+	}
+}
+
+// pageOutCode asks the kernel to reclaim the pages of the init's
+// read-only file mappings (its binary's code and constant data), which
+// its start and operations touched: an idle machine then holds little
+// more than its heap. MADV_PAGEOUT keeps every page's content (nothing is
+// thrown away that was written); what the init uses again is read back
+// from the page cache.
+func pageOutCode() {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		// address perms offset dev inode path
+		if len(f) < 6 || f[4] == "0" || strings.Contains(f[1], "w") {
+			continue
+		}
+		from, to, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(from, 16, 64)
+		end, err2 := strconv.ParseUint(to, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
 	}
 }
 
