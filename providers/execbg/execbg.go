@@ -89,22 +89,18 @@ func token() string {
 
 // startScript starts a background command. A command substitution runs
 // the keeper, a subshell sent to the background that starts the command
-// with its output going to a staged log, renames the log after the
-// command's pid, writes the record, prints the pid (which ends the
-// substitution: the keeper lets go of its stdout) and then waits for the
-// command and writes its exit status. The command's output goes to a
-// descriptor opened before it starts, so the rename cannot lose any of
-// it; SIGINT and SIGQUIT, which the shell ignores in what it sends to
-// the background, are given back to it where env can. Nothing holds the
-// call's stdout or stderr once the pid is printed, so the call returns at
-// once.
+// (at @START@, see startCommand) with its output going to a staged log,
+// renames the log after the command's pid, writes the record, prints the
+// pid (which ends the substitution: the keeper lets go of its stdout) and
+// then waits for the command and writes its exit status. The command's
+// output goes to a descriptor opened before it starts, so the rename
+// cannot lose any of it. Nothing holds the call's stdout or stderr once
+// the pid is printed, so the call returns at once.
 const startScript = `mkdir -p "$d" || exit 1
-if env --default-signal=INT,QUIT true 2>/dev/null; then r='env --default-signal=INT,QUIT'; else r=; fi
-sh=${BASH:-/bin/sh}
 c=$(
   exec 3>"$d/$t.tmp" </dev/null 2>/dev/null
   {
-    $r "$sh" -c "$cmd" >&3 2>&3 3>&- &
+@START@
     c=$!
     rm -f "$d/$c.exit" "$d/$c.bg"
     mv -f "$d/$t.tmp" "$d/$c.log" && echo "$t" >"$d/$c.bg"
@@ -117,12 +113,30 @@ c=$(
 case $c in ''|*[!0-9]*) echo "the background command did not start" >&2; exit 1;; esac
 echo "$c"`
 
+// startCommand is the part of startScript that sends command to the
+// background: with bash when bash runs the script, else /bin/sh; with
+// SIGINT and SIGQUIT given back to it where env can (the shell ignores
+// them in what it sends to the background). The command is written out
+// in each branch rather than kept in a variable, so that an approval gate
+// in front of the sandbox (an emulator's) reads what runs.
+func startCommand(command string) string {
+	q := quote(command)
+	const out = " >&3 2>&3 3>&- &"
+	return `    if env --default-signal=INT,QUIT true 2>/dev/null; then
+      if [ -n "$BASH" ]; then env --default-signal=INT,QUIT bash -c ` + q + out + `
+      else env --default-signal=INT,QUIT sh -c ` + q + out + `
+      fi
+    elif [ -n "$BASH" ]; then bash -c ` + q + out + `
+    else sh -c ` + q + out + `
+    fi`
+}
+
 // Background starts command, a shell command line, detached and returns
 // its pid in ExecResult.PID at once. The command runs with the shell that
 // runs the provider's commands when that is bash, else /bin/sh, with
 // stdin from /dev/null; its output is kept for Logs.
 func (m *Machine) Background(ctx context.Context, id, command string) (providers.ExecResult, error) {
-	script := "d=" + quote(m.dir()) + "; t=" + token() + "; cmd=" + quote(command) + "\n" + startScript
+	script := "d=" + quote(m.dir()) + "; t=" + token() + "\n" + strings.Replace(startScript, "@START@", startCommand(command), 1)
 	var stdout, stderr bytes.Buffer
 	res, err := m.Runner.Exec(ctx, id, providers.ExecRequest{Shell: script, Cwd: "/", Stdout: &stdout, Stderr: &stderr})
 	if err != nil {

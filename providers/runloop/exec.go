@@ -260,8 +260,12 @@ func (p *Provider) execWithStdin(ctx context.Context, id string, req providers.E
 		defer cancel()
 		_, _ = p.Exec(cctx, id, providers.ExecRequest{Shell: "rm -f " + files[0] + " " + files[1], Cwd: "/"})
 	}()
+	// What the wrapper itself says before its output goes to the files
+	// (it could not make them, or the command was refused before it
+	// ran) is the command's stderr when the files are not there.
+	var early strings.Builder
 	inner := req
-	inner.Stdin, inner.Stdout, inner.Stderr = nil, nil, nil
+	inner.Stdin, inner.Stdout, inner.Stderr = nil, nil, &early
 	inner.Shell, inner.Argv = "exec >"+files[0]+" 2>"+files[1]+"; "+prefix+command, nil
 	inner.Cwd, inner.Env = "/", nil
 	res, err := p.exec(ctx, id, inner, true)
@@ -269,7 +273,14 @@ func (p *Provider) execWithStdin(ctx context.Context, id string, req providers.E
 		return res, err
 	}
 	for i, w := range []io.Writer{orDiscard(req.Stdout), orDiscard(req.Stderr)} {
-		if err := p.get(ctx, id, files[i], w); err != nil {
+		err := p.get(ctx, id, files[i], w)
+		if errors.Is(err, providers.ErrNotFound) && i == 0 && res.ExitCode != 0 {
+			if _, werr := io.WriteString(orDiscard(req.Stderr), early.String()); werr != nil {
+				return providers.ExecResult{}, fmt.Errorf("runloop: exec: writing stderr: %w", werr)
+			}
+			return res, nil
+		}
+		if err != nil {
 			return providers.ExecResult{}, fmt.Errorf("runloop: exec: reading the command's output: %w", err)
 		}
 	}

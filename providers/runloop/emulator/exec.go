@@ -113,7 +113,7 @@ func (s *Server) start(d *devbox, command, shellName, commandID string) (*execut
 	if commandID != "" {
 		d.byCmd[commandID] = e.id
 	}
-	backendID, home := d.backendID, d.home
+	backendID, home, shell := d.backendID, d.home, d.shell
 	if shellName != "" {
 		// A named shell starts in the home; later commands start where
 		// the previous one left it.
@@ -133,7 +133,7 @@ func (s *Server) start(d *devbox, command, shellName, commandID string) (*execut
 			return nil, err
 		}
 	}
-	req = withBash(req)
+	req = withShell(req, shell)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -155,14 +155,15 @@ func (s *Server) start(d *devbox, command, shellName, commandID string) (*execut
 	return e, nil
 }
 
-// bashFirst runs its arguments with bash when the sandbox has it, else
-// with /bin/sh: Runloop runs commands with bash, and commands written for
-// it use bash's syntax ({1..10}, [[ ]]).
-const bashFirst = `command -v bash >/dev/null 2>&1 && exec bash "$@"; exec /bin/sh "$@"`
-
-// withBash turns a shell request (or the /bin/sh -c argv SessionCommand
-// makes) into one run by bashFirst.
-func withBash(req providers.ExecRequest) providers.ExecRequest {
+// withShell turns a shell request (or the /bin/sh -c argv SessionCommand
+// makes) into one run by shell, the devbox's bash when it has one:
+// Runloop runs commands with bash, and commands written for it use bash's
+// syntax ({1..10}, [[ ]]). The argv stays plain `bash -c SCRIPT`, which
+// the approval gate reads as the script it runs.
+func withShell(req providers.ExecRequest, shell string) providers.ExecRequest {
+	if shell == "" || shell == "/bin/sh" {
+		return req
+	}
 	args := []string{"-c", req.Shell}
 	if req.Shell == "" {
 		if len(req.Argv) < 2 || req.Argv[0] != "/bin/sh" {
@@ -170,7 +171,7 @@ func withBash(req providers.ExecRequest) providers.ExecRequest {
 		}
 		args = req.Argv[1:]
 	}
-	req.Shell, req.Argv = "", append([]string{"/bin/sh", "-c", bashFirst, "sh"}, args...)
+	req.Shell, req.Argv = "", append([]string{shell}, args...)
 	return req
 }
 

@@ -246,7 +246,9 @@ type devbox struct {
 	lastUsed time.Time
 	// home is the devbox user's home, where commands start and "~"
 	// and relative paths lead.
-	home   string
+	home string
+	// shell is the bash commands run with, when the sandbox has one.
+	shell  string
 	execs  map[string]*execution
 	byCmd  map[string]string
 	nextID int
@@ -373,19 +375,25 @@ func (s *Server) boot(d *devbox) {
 		spec.User = ""
 		info, err = s.backend.Create(ctx, spec)
 	}
-	home := ""
+	home, shell := "", ""
 	if err == nil {
+		// The user's home, and the bash commands run with if the
+		// sandbox has one.
 		var out strings.Builder
-		res, herr := s.backend.Exec(ctx, info.ID, providers.ExecRequest{Shell: `cd && pwd`, Stdout: &out})
+		res, herr := s.backend.Exec(ctx, info.ID, providers.ExecRequest{Shell: `cd && pwd; command -v bash || true`, Stdout: &out})
 		if herr == nil && res.ExitCode == 0 {
-			home = strings.TrimSpace(out.String())
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			home = lines[0]
+			if len(lines) > 1 && strings.HasPrefix(lines[1], "/") {
+				shell = lines[1]
+			}
 		}
 		d.mu.Lock()
-		d.backendID, d.home = info.ID, home
+		d.backendID, d.home, d.shell = info.ID, home, shell
 		d.mu.Unlock()
 		for _, c := range lp.LaunchCommands {
 			var msg strings.Builder
-			res, lerr := s.backend.Exec(ctx, info.ID, withBash(providers.ExecRequest{Shell: c, Cwd: home, Stderr: &msg}))
+			res, lerr := s.backend.Exec(ctx, info.ID, withShell(providers.ExecRequest{Shell: c, Cwd: home, Stderr: &msg}, shell))
 			if lerr == nil && res.ExitCode != 0 {
 				lerr = providers.Errorf(providers.ErrInvalid, "", "", "launch command %q exited %d: %s", c, res.ExitCode, strings.TrimSpace(msg.String()))
 			}
