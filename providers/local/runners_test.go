@@ -86,11 +86,21 @@ func TestStoppedOrDeadRunnerReplaced(t *testing.T) {
 			p := newTestProvider(t)
 			id := newSandbox(t, p, providers.Spec{})
 			// $PPID is the runner, which is idle again by the time
-			// the signal comes.
-			runner := strings.TrimSpace(mustRun(t, p, id, `(sleep 0.3; kill -`+tc.signal+` $PPID) >/dev/null 2>&1 & echo $PPID`))
-			time.Sleep(600 * time.Millisecond)
+			// the signal comes; the mark says that it came.
+			// The mark is looked for from the host, which takes no
+			// runner.
+			runner := strings.TrimSpace(mustRun(t, p, id, `(sleep 0.3; kill -`+tc.signal+` $PPID; touch /workspace/signalled) >/dev/null 2>&1 & echo $PPID`))
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
+			for {
+				if _, err := os.Stat(workspaceFile(p, id, "signalled")); err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal("the runner was never signalled")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 			for i := range 3 {
 				var out strings.Builder
 				res, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "echo $PPID", Stdout: &out})
