@@ -187,6 +187,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 			if err := b.Mkdir(ctx, id, p); err != nil {
 				return nil, err
 			}
+			sb.settleWatches(ctx, p)
 			return entry(p)
 		})
 	case wire.FSMove:
@@ -202,6 +203,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 			if err := b.Rename(ctx, id, from, to); err != nil {
 				return nil, err
 			}
+			sb.settleWatches(ctx, from, to)
 			return entry(to)
 		})
 	case wire.FSRemove:
@@ -213,6 +215,7 @@ func (s *Server) handleFilesystem(w http.ResponseWriter, r *http.Request) {
 			if err := b.Remove(ctx, id, p, true); err != nil && !errors.Is(err, providers.ErrNotFound) {
 				return nil, err
 			}
+			sb.settleWatches(ctx, p)
 			return struct{}{}, nil
 		})
 	case wire.FSCreateWatcher:

@@ -118,3 +118,28 @@ func TestEntryOfModeAndTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchCovers checks which changed paths make a watch look at once
+// (see settleWatches): its root, and what is in it, at any depth only
+// when recursive.
+func TestWatchCovers(t *testing.T) {
+	tests := []struct {
+		recursive bool
+		path      string
+		want      bool
+	}{
+		{false, "/home/user/w", true},
+		{false, "/home/user/w/a.txt", true},
+		{false, "/home/user/w/sub/a.txt", false},
+		{false, "/home/user/wx", false},
+		{true, "/home/user/w/sub/a.txt", true},
+		{true, "/home/user/wx/a.txt", false},
+		{true, "/home/user", false},
+	}
+	for _, tc := range tests {
+		w := &watcher{root: "/home/user/w", recursive: tc.recursive}
+		if got := w.covers(tc.path); got != tc.want {
+			t.Errorf("recursive %v, %s: %v, want %v", tc.recursive, tc.path, got, tc.want)
+		}
+	}
+}

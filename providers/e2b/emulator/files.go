@@ -175,6 +175,9 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		if err == nil && md != nil {
 			err = s.setMetadata(r.Context(), sb, who, p, md)
 		}
+		if err == nil {
+			sb.settleWatches(r.Context(), p)
+		}
 		if err != nil {
 			status := statusOf(err)
 			if errors.Is(err, providers.ErrQuota) {

@@ -160,9 +160,11 @@ type sandbox struct {
 	killed     chan struct{}
 	killedOnce sync.Once
 
-	// watchMu guards watchers, the polling watchers of CreateWatcher.
+	// watchMu guards watchers, the polling watchers of CreateWatcher,
+	// and running, every watch that polls (streams too).
 	watchMu  sync.Mutex
 	watchers map[string]*watcher
+	running  map[*watcher]bool
 
 	// metricsMu guards samples, the metrics taken so far.
 	metricsMu sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"maps"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ import (
 // permissions changed is CHMOD. Renames show as a REMOVE and a CREATE.
 const (
 	watchInterval = 150 * time.Millisecond
+	// settleWait bounds how long a file operation of the API waits for
+	// the watches to report it.
+	settleWait = 2 * time.Second
 	// watchDepth bounds a recursive watch.
 	watchDepth = 32
 	// maxWatcherEvents bounds the events a polling watcher keeps between
@@ -44,10 +48,53 @@ type watcher struct {
 	include   bool
 	cancel    context.CancelFunc
 
+	// poke asks the watch for a look at once; it closes the channel
+	// it got once the differences are out.
+	poke chan chan struct{}
+
 	// mu guards events and err (polling watchers).
 	mu     sync.Mutex
 	events []wire.FilesystemEvent
 	err    error
+}
+
+// covers says whether a change of p is one the watch reports.
+func (w *watcher) covers(p string) bool {
+	if w.recursive {
+		return p == w.root || strings.HasPrefix(p, strings.TrimSuffix(w.root, "/")+"/")
+	}
+	return p == w.root || path.Dir(p) == w.root
+}
+
+// settleWatches makes the watches of sb that cover one of paths look at
+// once, and waits (a while at most) until they reported what they saw.
+// The file operations of the API call it when they are done: polling
+// alone would miss what a file went through between two looks (a write
+// then a remove), which envd, watching with inotify, reports.
+func (sb *sandbox) settleWatches(ctx context.Context, paths ...string) {
+	sb.watchMu.Lock()
+	var ws []*watcher
+	for w := range sb.running {
+		if slices.ContainsFunc(paths, w.covers) {
+			ws = append(ws, w)
+		}
+	}
+	sb.watchMu.Unlock()
+	for _, w := range ws {
+		done := make(chan struct{})
+		t := time.NewTimer(settleWait)
+		select {
+		case w.poke <- done:
+			select {
+			case <-done:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 }
 
 // startWatch checks that req's path is a directory, takes the first
@@ -66,20 +113,33 @@ func (s *Server) startWatch(ctx context.Context, sb *sandbox, who identity, req 
 	if !fi.IsDir() {
 		return nil, newRPCError(wire.CodeInvalidArgument, "path "+root+" is not a directory")
 	}
-	w := &watcher{root: root, recursive: req.Recursive, include: req.IncludeEntry}
+	w := &watcher{root: root, recursive: req.Recursive, include: req.IncludeEntry, poke: make(chan chan struct{})}
 	prev, err := s.snapshot(ctx, sb, w)
 	if err != nil {
 		return nil, err
 	}
 	ctx, w.cancel = context.WithCancel(ctx)
+	sb.watchMu.Lock()
+	if sb.running == nil {
+		sb.running = map[*watcher]bool{}
+	}
+	sb.running[w] = true
+	sb.watchMu.Unlock()
 	go func() {
+		defer func() {
+			sb.watchMu.Lock()
+			delete(sb.running, w)
+			sb.watchMu.Unlock()
+		}()
 		t := time.NewTicker(watchInterval)
 		defer t.Stop()
 		for {
+			var done chan struct{}
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case done = <-w.poke:
 			}
 			next, err := s.snapshot(ctx, sb, w)
 			if ctx.Err() != nil {
@@ -93,6 +153,9 @@ func (s *Server) startWatch(ctx context.Context, sb *sandbox, who identity, req 
 				emit(evs)
 			}
 			prev = next
+			if done != nil {
+				close(done)
+			}
 		}
 	}()
 	return w, nil
