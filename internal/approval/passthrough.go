@@ -20,6 +20,12 @@ func (g *Gate) Name() string { return g.inner.Name() }
 // Capabilities passes through: it touches no sandbox.
 func (g *Gate) Capabilities() providers.Capabilities { return g.inner.Capabilities() }
 
+// KeepsSessions says that the gate takes a request's session as it is:
+// it decides on the command itself and only then turns the session into
+// what the provider behind it runs (see Exec), so a caller in front of
+// the gate (an emulator) must not wrap the command first.
+func (g *Gate) KeepsSessions() bool { return true }
+
 // Create passes through: creating, listing and deleting sandboxes are
 // governed by the command line (the verb and --sandbox-id/--keep), not by
 // the approval policy.

@@ -195,10 +195,13 @@ func shellCommand(req providers.ExecRequest, stdin, prelude string) (string, err
 	for _, k := range keys {
 		b.WriteString(k + "=" + shellQuote(req.Env[k]) + " ")
 	}
-	b.WriteString("/bin/sh -c " + shellQuote("exec 2>&3 3>&-; "+prelude+`exec "$@"`) + " sh")
+	// The command is written out, not passed as "$@", so that an
+	// approval gate in front of the sandbox (an emulator's) reads it.
+	quoted := make([]string, 0, 4)
 	for _, a := range commandArgv(req) {
-		b.WriteString(" " + shellQuote(a))
+		quoted = append(quoted, shellQuote(a))
 	}
+	b.WriteString("/bin/sh -c " + shellQuote("exec 2>&3 3>&-; "+prelude+"exec "+strings.Join(quoted, " ")))
 	b.WriteString(" < " + shellQuote(stdin) + "; } 2>/dev/null")
 	return b.String(), nil
 }

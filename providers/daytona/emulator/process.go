@@ -423,7 +423,9 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, sb *sandbox
 	if first {
 		cwd = workDir
 	}
-	er, err := providers.SessionCommand(providers.ExecRequest{Shell: req.Command, Session: ss.name, Cwd: cwd})
+	// A gated backend takes the session as it is: the gate decides on
+	// the command itself, then wraps it (providers.ForProvider).
+	er, err := providers.ForProvider(s.backend, providers.ExecRequest{Shell: req.Command, Session: ss.name, Cwd: cwd})
 	if err != nil {
 		c.log.finish(127)
 		writeBackendError(w, r, err)
