@@ -30,7 +30,7 @@
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
 # Knobs: TAGS (build tags of the CLI, e.g. modal), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
 # SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
-# before the idle measure, 35: runners unused for 30 s are dropped).
+# before the idle measure, 40: runners unused for 30 s are dropped, then the init pages out its code).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
 # in bench/ for srt), builds the CLI the way the release does (static,
 # CGO_ENABLED=0), keeps its sandboxes in a private state directory and
@@ -48,7 +48,7 @@ BIG_RUNS=${BIG_RUNS:-3}
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
 GAP=${GAP:-50ms}
-IDLE=${IDLE:-35}
+IDLE=${IDLE:-40}
 BWRAP="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true"
 
 # What the benchmarks need.
