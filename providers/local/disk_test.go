@@ -5,10 +5,13 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,9 +47,22 @@ func TestJudgeDisk(t *testing.T) {
 	}
 }
 
+// diskUsageEnv names the directory a re-executed TestDiskUsage measures
+// (see diskUsageAsInit).
+const diskUsageEnv = "SANDBOX_TEST_DISK_USAGE_OF"
+
 // TestDiskUsage: every file is charged its blocks and at least one, a
-// file of two names once, and unreadable directories are no way out.
+// file of two names once, and unreadable directories are no way out for
+// a walker with the init's capabilities.
 func TestDiskUsage(t *testing.T) {
+	if dir := os.Getenv(diskUsageEnv); dir != "" {
+		n, err := diskUsageOf(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("usage %d\n", n)
+		return
+	}
 	t.Parallel()
 	dir := t.TempDir()
 	empty, err := diskUsageOf(dir)
@@ -80,10 +96,7 @@ func TestDiskUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Chmod(filepath.Join(dir, "a", "b"), 0o755) })
-	got, err := diskUsageOf(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := diskUsageAsInit(t, dir)
 	// Two MiB of data, 100 empty files, a symlink and two directories
 	// charged a block each at least.
 	lo := empty + 2<<20 + 103*diskBlock
@@ -91,6 +104,40 @@ func TestDiskUsage(t *testing.T) {
 	if got < lo || got > hi {
 		t.Errorf("usage %d, want between %d and %d", got, lo, hi)
 	}
+}
+
+// diskUsageAsInit is diskUsage of dir as a sandbox's init walks it: with
+// CAP_DAC_OVERRIDE over the owners of its files, so that a directory of
+// mode 0 is read too. Root has it; an unprivileged user walks in a user
+// namespace of its own where it is root (its files' owner mapped, like
+// the owners of a sandbox's files in the init's), through a new process
+// of this test.
+func diskUsageAsInit(t *testing.T, dir string) int64 {
+	t.Helper()
+	if os.Getuid() == 0 {
+		n, err := diskUsageOf(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^TestDiskUsage$", "-test.count=1")
+	cmd.Env = append(os.Environ(), diskUsageEnv+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	out, err := cmd.Output()
+	var n int64
+	if _, serr := fmt.Sscanf(string(out), "usage %d\n", &n); err != nil || serr != nil {
+		t.Fatalf("diskUsage as root of a user namespace: %v, %v: %s", err, serr, out)
+	}
+	return n
 }
 
 // diskUsageOf is diskUsage of a path.

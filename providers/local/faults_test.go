@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -34,10 +35,21 @@ import (
 
 // machineInits lists the host pids of the running machine inits of
 // sandbox id: the processes of this binary started as an init that hold
-// the sandbox's directory as their state directory (machineDirFD).
+// the sandbox's directory as their state directory (machineDirFD). An
+// unprivileged user cannot follow that descriptor (/proc/PID/fd of an
+// init, which is not dumpable, is the owner's only with CAP_SYS_PTRACE):
+// it is then told by the inode and mount of the file it opens, which
+// /proc/PID/fdinfo shows.
 func machineInits(t *testing.T, p *Provider, id string) []int {
 	t.Helper()
 	dir := filepath.Join(p.dir, id)
+	var want unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_INO|unix.STATX_MNT_ID, &want); err != nil {
+		t.Fatal(err)
+	}
+	if want.Mask&unix.STATX_MNT_ID == 0 {
+		t.Fatalf("statx %s: no mount id", dir)
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +64,37 @@ func machineInits(t *testing.T, p *Provider, id string) []int {
 		if err != nil || string(cmd) != initArgv0+"\x00" {
 			continue
 		}
-		if target, err := os.Readlink("/proc/" + e.Name() + "/fd/" + strconv.Itoa(machineDirFD)); err == nil && target == dir {
+		fd := strconv.Itoa(machineDirFD)
+		if target, err := os.Readlink("/proc/" + e.Name() + "/fd/" + fd); err == nil {
+			if target == dir {
+				out = append(out, pid)
+			}
+			continue
+		}
+		info, err := os.ReadFile("/proc/" + e.Name() + "/fdinfo/" + fd)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // ended, or has no such descriptor
+		}
+		if err != nil {
+			if procUID(pid) != os.Getuid() {
+				continue // another user's
+			}
+			t.Fatalf("init %d: neither its fd %s nor its fdinfo can be read: %v", pid, fd, err)
+		}
+		var ino, mnt uint64
+		for _, line := range strings.Split(string(info), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			switch k {
+			case "ino":
+				ino, _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			case "mnt_id":
+				mnt, _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			}
+		}
+		if ino == 0 || mnt == 0 {
+			t.Fatalf("init %d: fdinfo %s has no inode or mount id: %q", pid, fd, info)
+		}
+		if ino == want.Ino && mnt == want.Mnt_id {
 			out = append(out, pid)
 		}
 	}
@@ -62,6 +104,24 @@ func machineInits(t *testing.T, p *Provider, id string) []int {
 	return slices.DeleteFunc(out, func(pid int) bool {
 		return slices.Contains(all, parentOf(pid))
 	})
+}
+
+// procUID is the real user id of the host process pid (-1 when unknown).
+func procUID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				if uid, err := strconv.Atoi(f[0]); err == nil {
+					return uid
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // parentOf is the parent pid of the host process pid (0 when unknown).

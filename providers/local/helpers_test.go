@@ -25,8 +25,23 @@ func newTestProvider(t testing.TB) *Provider {
 		t.Fatalf("New: %v", err)
 	}
 	// Runs before TempDir's own cleanup, which cannot enter the mode-000
-	// directories overlayfs leaves when the tests run unprivileged.
-	t.Cleanup(func() { _ = removeTree(dir) })
+	// directories overlayfs leaves when the tests run unprivileged, nor
+	// remove the files of a user's subordinate ids: only the reaper (in
+	// a user namespace that maps them) may, so this waits for it to
+	// empty the trash of the sandboxes the test deleted.
+	t.Cleanup(func() {
+		_ = p.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.WaitReaped(ctx)
+		// A reaper releases the lock between two passes (see
+		// runReaper), where WaitReaped may find it free: what only
+		// the reaper may remove is waited for a while more.
+		for os.Getuid() != 0 && len(trashEntries(filepath.Join(p.dir, trashDir))) > 0 && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = removeTree(dir)
+	})
 	return p
 }
 

@@ -29,7 +29,7 @@ const initArgv0 = "sandbox-local-init"
 // the provider.
 func MaybeRunInit() {
 	if len(os.Args) == 2 && os.Args[0] == reapArgv0 {
-		os.Exit(runReaper(os.Args[1]))
+		os.Exit(runReaper(os.Args[1], os.NewFile(reaperLockFD, "trash lock")))
 	}
 	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != runnerArgv0) {
 		return

@@ -253,8 +253,9 @@ func (p *Provider) ensureMachine(dir, id string) error {
 }
 
 // spawnMachine starts the sandbox's init on a new listening socket and
-// waits until the machine is built, then records it. It is detached: its
-// own session, no parent-death signal, stdio on /dev/null.
+// waits until the machine is built (the init records itself, see
+// machine.record). It is detached: its own session, no parent-death
+// signal, stdio on /dev/null.
 func (p *Provider) spawnMachine(dir, id string, m meta) error {
 	sock := filepath.Join(dir, machineSockName(p.identity))
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -347,6 +348,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	fail := func(err error) error {
 		_ = cmd.Process.Kill()
 		<-exited
+		// The init records itself as it gets ready: the start failed
+		// after that (or the record is the one it left half written).
+		_ = os.Remove(filepath.Join(dir, machinePidFile))
 		return err
 	}
 	// An unprivileged user's subordinate ranges, which only newuidmap
@@ -361,7 +365,11 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, res); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
 	}
-	cfg.HostPID = cmd.Process.Pid
+	start, err := procStartTime(cmd.Process.Pid)
+	if err != nil {
+		return fail(fmt.Errorf("local: sandbox %s: the machine's start time: %w", id, err))
+	}
+	cfg.HostPID, cfg.HostStart = cmd.Process.Pid, start
 	p.confirmMasks(cfg) // the host's secrets, checked meanwhile (see maskState)
 	line, err := json.Marshal(cfg)
 	if err != nil {
@@ -379,13 +387,8 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		}
 		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine ended without reporting"}
 	}
-	start, err := procStartTime(cmd.Process.Pid)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, machinePidFile), fmt.Appendf(nil, "%d %d\n", cmd.Process.Pid, start), 0o600)
-	}
-	if err != nil {
-		return fail(fmt.Errorf("local: sandbox %s: record the machine: %w", id, err))
-	}
+	// The init recorded itself before it said so (see
+	// machine.record).
 	return nil
 }
 

@@ -239,6 +239,10 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 		go m.watchDisk(diskQuota{limit: int64(cfg.Limits.Disk), reserve: int64(cfg.Limits.DiskReserve), grace: diskGrace})
 	}
 	m.park(spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}, m.startSpare(spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}))
+	if err := m.record(); err != nil {
+		rep.setupFail(fmt.Errorf("record the machine: %w", err))
+		return 125
+	}
 	rep.send(statusMsg{Done: true})
 	status.Close()
 	ctl.Close()
@@ -331,6 +335,27 @@ func (m *machine) serve() int {
 	}
 }
 
+// record writes the init's record (machinePidFile) in the sandbox's
+// directory, as it is about to say it is ready. The init writes it, not
+// the process that started it: that one may be killed once it sent the
+// configuration, and the init goes on to serve whoever connects next;
+// unrecorded, it would count as stopped, and a stop would leave it
+// running.
+func (m *machine) record() error {
+	f, err := openAt(m.dir, machinePidFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "%d %d\n", m.cfg.HostPID, m.cfg.HostStart)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = unix.Unlinkat(int(m.dir.Fd()), machinePidFile, 0)
+	}
+	return err
+}
+
 // retire unlinks the init's socket and record, under the lock clients
 // take to start a machine, unless an operation arrived meanwhile; with
 // force (a stop the host asked for, holding that lock) it retires at
@@ -372,7 +397,7 @@ func (m *machine) shutdown(grace time.Duration) {
 	m.mu.Lock()
 	m.stopping = true
 	m.mu.Unlock()
-	m.killSpares()
+	m.releaseSpares()
 	m.killOthers(unix.SIGTERM, grace)
 	m.killOthers(unix.SIGKILL, time.Second)
 	end := time.Now().Add(2 * time.Second)

@@ -119,10 +119,12 @@ type initConfig struct {
 
 	// Machine mode: how long the machine stays without operations
 	// before it stops (0: until stopped), the identity in its socket's
-	// name, and its pid as the host sees it (in its records).
-	IdleNS   int64  `json:"idle_ns,omitempty"`
-	Identity string `json:"identity,omitempty"`
-	HostPID  int    `json:"host_pid,omitempty"`
+	// name, and its pid and start time as the host sees them (its
+	// record, machinePidFile, which it writes itself).
+	IdleNS    int64  `json:"idle_ns,omitempty"`
+	Identity  string `json:"identity,omitempty"`
+	HostPID   int    `json:"host_pid,omitempty"`
+	HostStart uint64 `json:"host_start,omitempty"`
 
 	// exeFD is the init's binary, kept for the runners (machine only);
 	// inDomain says that the process is in its machine's Landlock

@@ -106,16 +106,20 @@ func (p *Provider) startReaper(trash string) {
 	if err != nil {
 		return
 	}
-	busy := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
-	lock.Close()
-	if busy {
+	// The lock taken here goes to the reaper (reaperLockFD), which holds
+	// it from its start: WaitReaped after Close (which waits for this
+	// function) cannot find the trash unlocked before the reaper's
+	// work began.
+	defer lock.Close()
+	if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return
 	}
 	args := []string{reapArgv0, trash}
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
-		Args: args,
-		Env:  []string{},
+		Path:       "/proc/self/exe",
+		Args:       args,
+		Env:        []string{},
+		ExtraFiles: []*os.File{lock},
 		// Its own session: a Ctrl-C at the terminal is not for it.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
@@ -162,15 +166,23 @@ func (p *Provider) WaitReaped(ctx context.Context) error {
 // trashLock is the lock file a reaper holds while it works.
 const trashLock = ".lock"
 
-// runReaper empties the trash directory; it returns the exit code.
-func runReaper(trash string) int {
+// reaperLockFD is the descriptor of the trash lock in a reaper, locked
+// by the process that started it (see startReaper).
+const reaperLockFD = 3
+
+// runReaper empties the trash directory; it returns the exit code. lock
+// is the trash lock, already held (nil: it is opened and taken here).
+func runReaper(trash string, lock *os.File) int {
 	// Background work: it yields the CPU to whatever runs in the
 	// foreground.
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, 10)
 	awaitIDMap()
-	lock, err := os.OpenFile(filepath.Join(trash, trashLock), os.O_RDWR, 0)
-	if err != nil {
-		return 1
+	if lock == nil {
+		var err error
+		lock, err = os.OpenFile(filepath.Join(trash, trashLock), os.O_RDWR, 0)
+		if err != nil {
+			return 1
+		}
 	}
 	defer lock.Close()
 	tried := map[string]bool{}

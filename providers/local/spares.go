@@ -259,19 +259,29 @@ func (m *machine) park(key spareKey, sp *spare) {
 // dropSpares lets the idle runners of an idle machine go and returns the
 // init's free memory to the host; the next operation starts a runner.
 func (m *machine) dropSpares() {
-	m.mu.Lock()
-	dropped := len(m.pool) > 0
-	for key, idle := range m.pool {
-		for _, sp := range idle {
-			sp.release()
-		}
-		delete(m.pool, key)
-	}
-	m.mu.Unlock()
-	if dropped {
+	if m.releaseSpares() {
 		debug.FreeOSMemory()
 		pageOutCode()
 	}
+}
+
+// releaseSpares lets every idle runner go (an idle or a stopping
+// machine): each ends once it finished reporting the operation it served
+// last (it is parked before its last report, see runner.tellFree, so it
+// must not be killed) and what its commands left running no longer
+// writes to it. It says whether there were any.
+func (m *machine) releaseSpares() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	released := false
+	for key, idle := range m.pool {
+		for _, sp := range idle {
+			sp.release()
+			released = true
+		}
+		delete(m.pool, key)
+	}
+	return released
 }
 
 // pageOutCode asks the kernel to reclaim the pages of the init's
@@ -301,18 +311,6 @@ func pageOutCode() {
 			continue
 		}
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
-	}
-}
-
-// killSpares ends every idle runner (a stopping machine).
-func (m *machine) killSpares() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for key, idle := range m.pool {
-		for _, sp := range idle {
-			sp.kill()
-		}
-		delete(m.pool, key)
 	}
 }
 

@@ -517,10 +517,21 @@ func ensureUser(name string) error {
 // /etc/group when they are the copies an unprivileged host user's
 // sandbox starts with (see Provider.ownAccounts), which the init (that
 // user) made: the sandbox's other users, that user included, may read
-// them, not change them, as with the host's own files.
+// them, not change them, as with the host's own files. It makes root's
+// home, /root, too (the sandbox of the host's root has it as its
+// user's home): commands run as root start there.
 func rootOwnsAccounts(cfg *initConfig) error {
 	if !cfg.SetID || os.Getuid() == 0 {
 		return nil
+	}
+	switch err := unix.Mkdir("/root", 0o700); err {
+	case nil:
+		if err := unix.Lchown("/root", 0, 0); err != nil {
+			return fmt.Errorf("give /root to the sandbox's root: %w", err)
+		}
+	case unix.EEXIST:
+	default:
+		return fmt.Errorf("the home of the sandbox's root: %w", err)
 	}
 	for _, f := range []string{"/etc/passwd", "/etc/group"} {
 		var st unix.Stat_t

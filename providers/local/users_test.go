@@ -102,17 +102,18 @@ func TestSubordinateBase(t *testing.T) {
 	}
 }
 
-// TestUsers: as root, a sandbox's commands and file operations run as its
-// default user, made at create with a home it owns; --user picks another
-// user of its /etc/passwd or a uid; an unknown one is refused clearly; no
-// user keeps a capability.
+// TestUsers: as root, or as a user with subordinate ids, a sandbox's
+// commands and file operations run as its default user, made at create
+// with a home it owns; --user picks another user of its /etc/passwd or a
+// uid; an unknown one is refused clearly; no user keeps a capability.
+// Without subordinate ids, testUsersUnprivileged.
 func TestUsers(t *testing.T) {
 	t.Parallel()
-	if os.Getuid() != 0 {
+	p := newTestProvider(t)
+	if !p.uids.ranged() {
 		testUsersUnprivileged(t)
 		return
 	}
-	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{User: "dev"})
 	ctx := context.Background()
 	tests := []struct {
@@ -123,6 +124,7 @@ func TestUsers(t *testing.T) {
 		{"", "touch /workspace/mine && stat -c %U /workspace/mine", "dev\n"},
 		{"", "(echo x >> /etc/passwd) 2>/dev/null && echo wrote || echo denied", "denied\n"},
 		{"root", "id -un; echo $HOME", "root\n/root\n"},
+		{"root", "cd && pwd && stat -c '%U %a' .", "/root\nroot 700\n"},
 		{"0", "id -u", "0\n"},
 		{"nobody", "id -un", "nobody\n"},
 		{"4242", "id -u; id -g; echo $HOME", "4242\n4242\n/\n"},
