@@ -101,8 +101,12 @@ const keyDelay = 120 * time.Millisecond
 func (s *tmuxSession) typeSlowly(text string) {
 	s.t.Helper()
 	for _, r := range text {
+		// keyDelay from one key to the next, however long tmux took
+		// to send the first: a loaded machine must not turn a
+		// person's pace into pauses the type-ahead guard lets pass.
+		start := time.Now()
 		s.send("-l", string(r))
-		time.Sleep(keyDelay)
+		time.Sleep(keyDelay - time.Since(start))
 	}
 }
 

@@ -469,8 +469,29 @@ func TestTUITypingNeverApproves(t *testing.T) {
 	s.waitFor("step 1/2")
 	// The dialog opens about a second in: keys typed at a person's pace
 	// until it is open (however long a loaded machine takes), and more.
+	// The screen is watched beside the typing, so that looking at it
+	// does not slow the keys down into pauses.
 	text := "hello you there, yes seen any "
-	for i := 0; !strings.Contains(s.screen(), "$ touch /workspace/DANGER"); i++ {
+	opened := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for !strings.Contains(s.screen(), "$ touch /workspace/DANGER") {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		close(opened)
+	}()
+typing:
+	for i := 0; ; i++ {
+		select {
+		case <-opened:
+			break typing
+		default:
+		}
 		if i == 600 {
 			t.Fatalf("the dialog never opened:\n%s", s.screen())
 		}
