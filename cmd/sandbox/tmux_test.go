@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -20,6 +22,50 @@ type tmuxSession struct {
 	t    *testing.T
 	name string
 	sock string
+	// keys is a control-mode client of the session (see keyboard):
+	// keys typed through it reach the pane without a process started
+	// per key, whose start a loaded machine can stretch past the
+	// TUI's type-ahead guard.
+	keys io.Writer
+}
+
+// keyboard returns the session's control-mode client, started on first
+// use and ended with the test.
+func (s *tmuxSession) keyboard() io.Writer {
+	s.t.Helper()
+	if s.keys != nil {
+		return s.keys
+	}
+	cmd := exec.Command("tmux", "-S", s.sock, "-C", "attach-session", "-t", s.name)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("tmux control client: %v", err)
+	}
+	s.t.Cleanup(func() {
+		in.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	s.keys = in
+	return in
+}
+
+// tmuxQuote quotes one key's text for tmux's command language.
+func tmuxQuote(text string) string {
+	if strings.Contains(text, "'") {
+		return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`).Replace(text) + `"`
+	}
+	return "'" + text + "'"
 }
 
 // startTmux runs command in dir in a 160×50 terminal.
@@ -105,7 +151,9 @@ func (s *tmuxSession) typeSlowly(text string) {
 		// to send the first: a loaded machine must not turn a
 		// person's pace into pauses the type-ahead guard lets pass.
 		start := time.Now()
-		s.send("-l", string(r))
+		if _, err := fmt.Fprintf(s.keyboard(), "send-keys -t %s -l %s\n", s.name, tmuxQuote(string(r))); err != nil {
+			s.t.Fatalf("send a key: %v", err)
+		}
 		time.Sleep(keyDelay - time.Since(start))
 	}
 }
