@@ -384,6 +384,10 @@ func (p *Provider) pushStream(ctx context.Context, fc *fileCall, r io.Reader) er
 	}, closeStdin)
 }
 
+// feedSettle bounds how long push waits for its feed's error once the
+// operation ended.
+const feedSettle = time.Second
+
 // push starts the operation fc, delivers its input with feed (from a
 // goroutine) and commits it once feed returned nil; abort stops the
 // feeding when ctx ends first.
@@ -411,9 +415,11 @@ func (p *Provider) push(ctx context.Context, fc *fileCall, feed func(*proc) erro
 		if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, os.ErrClosed) && !(got && last.Done) {
 			return &providers.Error{Provider: Name, Op: fc.op, Msg: "reading the input: " + err.Error() + " (nothing was written)", Err: err}
 		}
-	default:
+	case <-time.After(feedSettle):
 		// Still feeding: the init is gone. A copy ends on its next
-		// write, a packing when the caller closes the stream.
+		// write, a packing when the caller closes the stream. (The
+		// wait lets a feed that failed, and so ended the operation,
+		// report its own error first.)
 	}
 	_, err = fc.result(ctx, pr, last, got)
 	return err
