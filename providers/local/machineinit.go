@@ -535,6 +535,17 @@ func (m *machine) handle(c *net.UnixConn) {
 	}
 }
 
+// clientGone is closed once the client on c closed its side of the
+// connection (a cancellation, a dead CLI).
+func clientGone(c *net.UnixConn) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, c)
+		close(gone)
+	}()
+	return gone
+}
+
 // exitString describes a wait status as os.ProcessState does.
 func exitString(ws unix.WaitStatus) string {
 	switch {
@@ -594,11 +605,7 @@ func (m *machine) logs(c *net.UnixConn, req machineRequest, reply func(machineRe
 	if code != nil || !req.Follow {
 		return
 	}
-	gone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, c)
-		close(gone)
-	}()
+	gone := clientGone(c)
 	select {
 	case <-b.c.exited:
 		n := exitCode(b.c.status)

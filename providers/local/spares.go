@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime/debug"
@@ -464,11 +463,7 @@ func (m *machine) run(c *net.UnixConn, req machineRequest, files []*os.File, rep
 	// side (a cancellation, a dead CLI) kills it at once. A command's
 	// runner watches its control pipe instead, and may outlive the
 	// client to keep the outputs of what the command left running.
-	gone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, c)
-		close(gone)
-	}()
+	gone := clientGone(c)
 	select {
 	case <-sp.c.exited:
 		sp.release()
