@@ -60,6 +60,13 @@ type Registration struct {
 	// configuration file) and, if not, what is missing; without it the
 	// required variables of Env decide.
 	Ready func(cfg Config) (ok bool, missing []string)
+	// Program, when set, names the program of the same release that has
+	// this provider built in, in place of this one: its New and Emulator
+	// are nil here, and a run that needs the provider is handed over to
+	// that program whole (see the engine's Handoff). A provider whose
+	// dependencies would cost every run of this program their start-up
+	// (Modal's SDK) lives there.
+	Program string
 	// Emulator, when set, builds a server speaking this provider's wire
 	// API that runs everything on backend (any provider). `sandbox serve
 	// --api <Name>` uses it; nil means the provider has no emulator.

@@ -11,12 +11,23 @@ import (
 	"time"
 )
 
-// startServeE2B starts `sandbox serve --api e2b` from the built binary,
-// stopped with SIGINT when the test ends, and returns the E2B_* variables it
-// printed.
+// startServeE2B starts `sandbox serve --api e2b` from the built binary
+// and returns the E2B_* variables it printed.
 func startServeE2B(t *testing.T, c *runner, key string) map[string]string {
 	t.Helper()
-	serve := c.command("serve", "--api", "e2b", "--addr", "127.0.0.1:0", "--api-key", key)
+	env, _ := startServe(t, c, 3, "--api", "e2b", "--api-key", key)
+	if env["E2B_API_URL"] == "" || env["E2B_SANDBOX_URL"] != env["E2B_API_URL"] || env["E2B_API_KEY"] != key {
+		t.Fatalf("serve printed %v, want E2B_API_URL, E2B_SANDBOX_URL and the key", env)
+	}
+	return env
+}
+
+// startServe starts `sandbox serve` with args (and a free loopback
+// address) from c's binary, stopped with SIGINT when the test ends, and
+// returns the first n variables it printed as export lines, and its pid.
+func startServe(t *testing.T, c *runner, n int, args ...string) (map[string]string, int) {
+	t.Helper()
+	serve := c.command(append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -40,16 +51,13 @@ func startServeE2B(t *testing.T, c *runner, key string) map[string]string {
 	})
 	env := map[string]string{}
 	sc := bufio.NewScanner(stdout)
-	for len(env) < 3 && sc.Scan() {
+	for len(env) < n && sc.Scan() {
 		kv, ok := strings.CutPrefix(sc.Text(), "export ")
 		if k, v, ok2 := strings.Cut(kv, "="); ok && ok2 {
 			env[k] = v
 		}
 	}
-	if env["E2B_API_URL"] == "" || env["E2B_SANDBOX_URL"] != env["E2B_API_URL"] || env["E2B_API_KEY"] != key {
-		t.Fatalf("serve printed %v, want E2B_API_URL, E2B_SANDBOX_URL and the key", env)
-	}
-	return env
+	return env, serve.Process.Pid
 }
 
 // TestE2BCredentialExitCodes starts `sandbox serve --api e2b` from the built

@@ -1,12 +1,15 @@
 // Command sandbox runs untrusted code in sandboxes with every operation
 // approved. See the README for usage.
+//
+// Modal's provider is not built in here: its SDK would cost every start of
+// this program, and of every local sandbox's init and runners (which
+// re-execute it), its package initialisers. A run that uses Modal is handed
+// to the program sandbox-modal (cmd/sandbox-modal), installed beside this
+// one.
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/agentbox/sandbox/internal/cli"
 	"github.com/agentbox/sandbox/providers/all"
@@ -16,16 +19,5 @@ import (
 func main() {
 	// The local provider re-executes this binary as the sandbox's init.
 	local.MaybeRunInit()
-	os.Exit(run())
-}
-
-func run() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return cli.Main(ctx, os.Args[1:], cli.Deps{
-		Streams:  cli.SystemStreams(),
-		Registry: all.Registry(),
-		Getenv:   os.LookupEnv,
-		Getwd:    os.Getwd,
-	})
+	os.Exit(cli.RunSystem(all.Registry()))
 }

@@ -13,15 +13,17 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/agentbox/sandbox/internal/cli"
 	"github.com/agentbox/sandbox/internal/events"
 	"github.com/agentbox/sandbox/internal/events/eventstest"
+	"github.com/agentbox/sandbox/providers/all"
 	"github.com/agentbox/sandbox/providers/local"
 )
 
 func TestMain(m *testing.M) {
 	local.MaybeRunInit()
 	testscript.Main(cleanupBinary{m}, map[string]func(){
-		"sandbox": func() { os.Exit(run()) },
+		"sandbox": func() { os.Exit(cli.RunSystem(all.Registry())) },
 	})
 }
 

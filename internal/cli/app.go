@@ -30,6 +30,8 @@ type App struct {
 	deps    Deps
 	streams Streams
 	flags   globalFlags
+	// args are the program's arguments, for a hand-over (Deps.Handoff).
+	args []string
 
 	env        *config.Env
 	dirs       config.Dirs
@@ -148,6 +150,9 @@ func (a *App) Engine() (*engine.Engine, error) {
 		Approver:        a.approver(),
 		Mask:            a.masker.String,
 		Progress:        a.streams.Err,
+	}
+	if a.deps.Handoff != nil {
+		opts.Handoff = func(program string) error { return a.deps.Handoff(program, a.args) }
 	}
 	if a.stream != nil {
 		opts.RunID = a.stream.runID

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,12 +48,16 @@ type Deps struct {
 	Getenv func(string) (string, bool)
 	// Getwd returns the working directory (where .env is looked for).
 	Getwd func() (string, error)
+	// Handoff replaces the process with another program of the release
+	// given these same arguments, for a provider built into that one only
+	// (ExecProgram); it returns only when it could not. Nil: it cannot.
+	Handoff func(program string, args []string) error
 }
 
 // Main runs the program with args (without the program name) and returns the
 // exit status. ctx is the root context, cancelled on SIGINT/SIGTERM.
 func Main(ctx context.Context, args []string, d Deps) int {
-	app := &App{deps: d, streams: d.Streams}
+	app := &App{deps: d, streams: d.Streams, args: args}
 	root := newRootCmd(app)
 	root.SetArgs(args)
 	root.SetIn(d.Streams.In)
@@ -311,4 +317,20 @@ deleted afterwards (unless --keep).`,
 	root.SetHelpCommandGroupID("more")
 	root.SetCompletionCommandGroupID("more")
 	return root
+}
+
+// RunSystem runs the program on the process's own arguments, streams and
+// environment with the providers of reg, and returns its exit status: the
+// whole of a main. SIGINT and SIGTERM cancel the root context; a provider
+// built into another program hands the run to it (ExecProgram).
+func RunSystem(reg *providers.Registry) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Main(ctx, os.Args[1:], Deps{
+		Streams:  SystemStreams(),
+		Registry: reg,
+		Getenv:   os.LookupEnv,
+		Getwd:    os.Getwd,
+		Handoff:  ExecProgram,
+	})
 }

@@ -73,7 +73,8 @@ minutes is ended (long uploads and output streams that keep moving are not).`,
 func (a *App) emulatorNames() []string {
 	var names []string
 	for _, reg := range a.deps.Registry.All() {
-		if reg.Emulator != nil {
+		// A provider built into another program has its emulator there.
+		if reg.Emulator != nil || reg.Program != "" {
 			names = append(names, reg.Name)
 		}
 	}
@@ -87,6 +88,10 @@ func (a *App) serve(ctx context.Context, f serveFlags) error {
 	reg, err := a.deps.Registry.Lookup(f.api)
 	if err != nil {
 		return &UsageError{Err: err}
+	}
+	if reg.Program != "" {
+		// Its emulator is in the program that has it built in.
+		return a.engine.HandOver(reg.Name)
 	}
 	if reg.Emulator == nil {
 		return &UsageError{Err: fmt.Errorf("provider %s has no emulator (serve one of: %s)", f.api, strings.Join(a.emulatorNames(), ", "))}

@@ -51,6 +51,10 @@ func (a *App) runTUI(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	// Before the TUI takes the terminal.
+	if err := eng.HandOver(provider); err != nil {
+		return err
+	}
 	editor := a.env.Get("VISUAL")
 	if editor == "" {
 		editor = a.env.Get("EDITOR")

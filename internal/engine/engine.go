@@ -61,6 +61,11 @@ type Options struct {
 	Now func() time.Time
 	// RunID is the id of this run (NewRunID); empty means a new one.
 	RunID string
+	// Handoff replaces this process with the named program of the same
+	// release, run as this one was, for a provider built into that
+	// program only (providers.Registration.Program); it returns only
+	// when it could not. Nil: such a provider cannot be used here.
+	Handoff func(program string) error
 }
 
 // NewRunID returns a new run id: 12 random hex digits.
@@ -128,6 +133,9 @@ func (e *Engine) provider(name string) (providers.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if reg.Program != "" {
+		return nil, e.handOver(reg)
+	}
 	p, err := reg.New(e.Config())
 	if err != nil {
 		if strings.HasPrefix(err.Error(), name+":") {
@@ -137,6 +145,41 @@ func (e *Engine) provider(name string) (providers.Provider, error) {
 	}
 	e.providers[name] = p
 	return p, nil
+}
+
+// HandOver hands the run to the program that has the named provider built
+// in when this one has it not (see Options.Handoff), before the run has
+// done anything: the TUI and serve call it before they start. It returns
+// nil when the provider is here, and an error when it is elsewhere and the
+// run could not be handed over.
+func (e *Engine) HandOver(name string) error {
+	reg, err := e.opts.Registry.Lookup(name)
+	if err != nil || reg.Program == "" {
+		return nil // an unknown name fails where the provider is built
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.handOver(reg)
+}
+
+// handOver replaces the process with reg's program, or says why it cannot.
+// Only a run that has used no other provider yet is handed over: the
+// program runs it again from the start. e.mu is held.
+func (e *Engine) handOver(reg providers.Registration) error {
+	msg := fmt.Sprintf("the %s provider is built into the program %s, not this one", reg.Name, reg.Program)
+	switch {
+	case len(e.providers) > 0:
+		msg += ", and this run has used another provider already: run the same command with " + reg.Program
+	case e.opts.Handoff == nil:
+		msg += ": run the same command with " + reg.Program
+	default:
+		err := e.opts.Handoff(reg.Program)
+		if err == nil {
+			err = errors.New("it did not start")
+		}
+		msg += fmt.Sprintf(", which could not be started (%v): install %s beside this program or on PATH (go install github.com/agentbox/sandbox/cmd/%s)", err, reg.Program, reg.Program)
+	}
+	return providers.Errorf(providers.ErrUnavailable, reg.Name, "start", "%s", msg)
 }
 
 // Gated returns the named provider behind the approval gate, for serving it

@@ -1,22 +1,40 @@
 // Package all assembles the registry of every built-in provider. Only the
-// program's main and end-to-end tests import it; the CLI and the TUI receive
-// the registry and never import a concrete provider.
+// programs' mains and end-to-end tests import it; the CLI and the TUI
+// receive the registry and never import a concrete provider.
 package all
 
 import (
+	"slices"
+
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/daytona"
 	"github.com/agentbox/sandbox/providers/e2b"
 	"github.com/agentbox/sandbox/providers/local"
+	"github.com/agentbox/sandbox/providers/modal/modalconf"
 	"github.com/agentbox/sandbox/providers/runloop"
 )
 
-// Registry returns a fresh registry holding every built-in provider.
-func Registry() *providers.Registry {
-	return providers.NewRegistry(append([]providers.Registration{
+// Registry returns a fresh registry holding every built-in provider,
+// those of built in place of the ones of the same name: a program passes
+// the registrations of what it links beyond the rest (sandbox-modal:
+// Modal's, and the local provider's that starts inits from the program
+// sandbox). A provider that lives in another program and is not in built
+// is there as a hand-over to that program (see
+// providers.Registration.Program): Modal, in the program sandbox.
+func Registry(built ...providers.Registration) *providers.Registry {
+	regs := []providers.Registration{
 		local.Registration(),
 		e2b.Registration(),
 		daytona.Registration(),
 		runloop.Registration(),
-	}, optional()...)...)
+		modalconf.HandedOver(),
+	}
+	for _, b := range built {
+		if i := slices.IndexFunc(regs, func(r providers.Registration) bool { return r.Name == b.Name }); i >= 0 {
+			regs[i] = b
+		} else {
+			regs = append(regs, b)
+		}
+	}
+	return providers.NewRegistry(regs...)
 }

@@ -208,7 +208,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 // error pr's host ends are closed.
 func (p *Provider) startCold(pr *proc, ends *opEnds) (int, error) {
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       p.exe,
 		Args:       []string{initArgv0},
 		Env:        []string{}, // nothing of the host's environment
 		ExtraFiles: ends.files[:2],

@@ -29,3 +29,6 @@ func Registration() providers.Registration {
 // MaybeRunInit returns at once: outside Linux this binary is never started
 // as a sandbox's init.
 func MaybeRunInit() {}
+
+// RegistrationWith is Registration: outside Linux no init is started.
+func RegistrationWith(string) providers.Registration { return Registration() }

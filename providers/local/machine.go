@@ -66,13 +66,16 @@ const machineAttempts = 3
 // never hands an operation to an init running other code.
 func machineSockName(identity string) string { return "machine-" + identity + ".sock" }
 
-// exeIdentity identifies the running executable (device, inode, size,
+// selfExe names this program's own executable.
+const selfExe = "/proc/self/exe"
+
+// exeIdentity identifies the executable at exe (device, inode, size,
 // modification time) and the machine protocol version.
-func exeIdentity() string {
+func exeIdentity(exe string) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "m%d", machineVersion)
 	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/exe", &st); err == nil {
+	if err := unix.Stat(exe, &st); err == nil {
 		fmt.Fprintf(h, ":%d:%d:%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 	} else {
 		fmt.Fprintf(h, ":pid%d", os.Getpid())
@@ -323,7 +326,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	}
 	defer statR.Close()
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       p.exe,
 		Args:       []string{initArgv0},
 		Env:        []string{},
 		Dir:        "/", // not the caller's directory, which it would pin

@@ -29,13 +29,25 @@ const Name = "local"
 var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true}
 
 // Registration describes the provider to the registry.
-func Registration() providers.Registration {
+func Registration() providers.Registration { return RegistrationWith("") }
+
+// RegistrationWith is Registration for a program that links more than its
+// inits need (sandbox-modal links Modal's SDK, whose package initialisers
+// would run in every init and runner): the provider starts its inits and
+// reapers from the program at exe instead, the same release without the
+// extras, when exe's build information matches this program's (see
+// sameBuild); else, or when exe is "", from this program.
+func RegistrationWith(exe string) providers.Registration {
 	return providers.Registration{
 		Name:         Name,
 		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock, seccomp, limits; no daemon",
 		Capabilities: capabilities,
 		New: func(cfg providers.Config) (providers.Provider, error) {
-			return New(cfg)
+			p, err := New(cfg)
+			if err == nil && exe != "" && sameBuild(exe) {
+				p.exe, p.identity = exe, exeIdentity(exe)
+			}
+			return p, err
 		},
 	}
 }
@@ -64,8 +76,11 @@ type Provider struct {
 	// links are host top-level symlinks reproduced in the new root
 	// (merged-/usr systems: /bin -> usr/bin, ...).
 	links []link
-	// identity names the machines this binary starts (exeIdentity).
-	identity string
+	// exe is the program started as the sandboxes' inits (and so their
+	// runners) and as reapers: this one (/proc/self/exe) unless
+	// RegistrationWith named another build of it; identity names the
+	// machines it starts (exeIdentity).
+	exe, identity string
 	// spread says that the file system spreads the directories made in
 	// dir and in the work slots across its block groups (see
 	// spreadChildren).
@@ -111,7 +126,7 @@ func New(cfg providers.Config) (*Provider, error) {
 			return nil, fmt.Errorf("local: create state directory: %w", err)
 		}
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), identity: exeIdentity(), weak: cfg.Lookup(weakEnvVar) == "1"}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), exe: selfExe, identity: exeIdentity(selfExe), weak: cfg.Lookup(weakEnvVar) == "1"}
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
 	p.uids, p.gids = hostIDMappings(p.uid, p.gid)

@@ -116,7 +116,7 @@ func (p *Provider) startReaper(trash string) {
 	}
 	args := []string{reapArgv0, trash}
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       p.exe,
 		Args:       args,
 		Env:        []string{},
 		ExtraFiles: []*os.File{lock},

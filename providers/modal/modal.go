@@ -28,68 +28,46 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	modalsdk "github.com/modal-labs/modal-client/go"
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/execfs"
+	"github.com/agentbox/sandbox/providers/modal/modalconf"
 )
 
 // Name is the registry name of the provider.
-const Name = "modal"
+const Name = modalconf.Name
 
 // Environment variables the provider reads or documents.
 const (
-	EnvTokenID     = "MODAL_TOKEN_ID"
-	EnvTokenSecret = "MODAL_TOKEN_SECRET"
-	EnvServerURL   = "MODAL_SERVER_URL"
-	EnvEnvironment = "MODAL_ENVIRONMENT"
-	EnvApp         = "MODAL_APP"
-	EnvImage       = "MODAL_IMAGE"
+	EnvTokenID     = modalconf.EnvTokenID
+	EnvTokenSecret = modalconf.EnvTokenSecret
+	EnvServerURL   = modalconf.EnvServerURL
+	EnvEnvironment = modalconf.EnvEnvironment
+	EnvApp         = modalconf.EnvApp
+	EnvImage       = modalconf.EnvImage
 )
 
 // credentialVars names the variables a missing or rejected token points at.
 const credentialVars = EnvTokenID + " and " + EnvTokenSecret
 
-// Defaults.
+// Defaults (see package modalconf).
 const (
-	// DefaultApp is the app sandboxes are created in.
-	DefaultApp = "sandbox"
-	// DefaultImage is the registry tag used when a Spec names no image.
-	DefaultImage = "debian:bookworm-slim"
-	// DefaultLifetime is the timeout sent when a Spec has no TTL: Modal
-	// ends a sandbox after its timeout (five minutes when none is sent),
-	// and 24 hours is the longest it accepts.
-	DefaultLifetime = 24 * time.Hour
-	// DefaultWorkdir is where commands run when a request names no
-	// directory; it is created at sandbox creation.
-	DefaultWorkdir = "/workspace"
+	DefaultApp      = modalconf.DefaultApp
+	DefaultImage    = modalconf.DefaultImage
+	DefaultLifetime = modalconf.DefaultLifetime
+	DefaultWorkdir  = modalconf.DefaultWorkdir
 )
-
-// capabilities are what Modal supports through the SDK.
-var capabilities = providers.Capabilities{Network: true, TTL: true, Labels: true, Stdin: true, Resources: true, Image: true}
 
 // Registration describes the provider to the registry, emulator included.
 func Registration() providers.Registration {
-	return providers.Registration{
-		Name:        Name,
-		Description: "Modal sandboxes (gVisor containers) through Modal's official Go SDK",
-		Env: []providers.EnvKey{
-			{Name: EnvTokenID, Help: "token id (or a profile in ~/.modal.toml)", Secret: false},
-			{Name: EnvTokenSecret, Help: "token secret (or a profile in ~/.modal.toml)", Secret: true},
-			{Name: EnvServerURL, Help: "API URL, read by the SDK from the environment (emulators: http:// on loopback only)"},
-			{Name: EnvEnvironment, Help: "Modal environment (default: the profile's)"},
-			{Name: EnvApp, Help: "app the sandboxes belong to, created when missing (default " + DefaultApp + ")"},
-			{Name: EnvImage, Help: "registry image tag used when --image is not given (default " + DefaultImage + ")"},
-		},
-		Capabilities: capabilities,
-		New: func(cfg providers.Config) (providers.Provider, error) {
-			return New(cfg)
-		},
-		Ready:    Configured,
-		Emulator: newEmulator,
+	r := modalconf.Registration()
+	r.New = func(cfg providers.Config) (providers.Provider, error) {
+		return New(cfg)
 	}
+	r.Emulator = newEmulator
+	return r
 }
 
 // Options configure a Provider directly (tests); New reads them from the
@@ -151,7 +129,9 @@ func NewWithOptions(opts Options) (*Provider, error) {
 func (p *Provider) Name() string { return Name }
 
 // Capabilities declares what Modal supports.
-func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
+func (p *Provider) Capabilities() providers.Capabilities {
+	return modalconf.Registration().Capabilities
+}
 
 // Close closes the SDK client's connections.
 func (p *Provider) Close() error {

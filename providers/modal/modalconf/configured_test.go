@@ -1,4 +1,4 @@
-package modal_test
+package modalconf_test
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/sandbox/providers"
-	"github.com/agentbox/sandbox/providers/modal"
+	"github.com/agentbox/sandbox/providers/modal/modalconf"
 )
 
 // TestConfigured checks that Modal counts as configured only when the SDK
@@ -49,7 +49,7 @@ oauth_client_id = "cl"
 	if err := os.WriteFile(filepath.Join(home, ".modal.toml"), []byte(profiles), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	both := []string{modal.EnvTokenID, modal.EnvTokenSecret}
+	both := []string{modalconf.EnvTokenID, modalconf.EnvTokenSecret}
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
@@ -59,11 +59,11 @@ oauth_client_id = "cl"
 		{name: "nothing", env: map[string]string{"HOME": filepath.Join(dir, "nobody")}, missing: both},
 		{name: "no home", env: map[string]string{}, missing: both},
 		{name: "token from the configuration", env: map[string]string{"MODAL_TOKEN_ID": "ak", "MODAL_TOKEN_SECRET": "as", "MODAL_CONFIG_PATH": filepath.Join(dir, "missing.toml")}, ok: true},
-		{name: "secret only", env: map[string]string{"MODAL_TOKEN_SECRET": "as", "MODAL_CONFIG_PATH": filepath.Join(dir, "missing.toml")}, missing: []string{modal.EnvTokenID}},
+		{name: "secret only", env: map[string]string{"MODAL_TOKEN_SECRET": "as", "MODAL_CONFIG_PATH": filepath.Join(dir, "missing.toml")}, missing: []string{modalconf.EnvTokenID}},
 		{name: "active profile of MODAL_CONFIG_PATH", env: map[string]string{"MODAL_CONFIG_PATH": file}, ok: true},
 		{name: "active profile of ~/.modal.toml", env: map[string]string{"HOME": home}, ok: true},
 		{name: "MODAL_PROFILE picks a profile", env: map[string]string{"MODAL_CONFIG_PATH": file, "MODAL_PROFILE": "work"}, ok: true},
-		{name: "MODAL_PROFILE picks a half profile", env: map[string]string{"MODAL_CONFIG_PATH": file, "MODAL_PROFILE": "half"}, missing: []string{modal.EnvTokenSecret}},
+		{name: "MODAL_PROFILE picks a half profile", env: map[string]string{"MODAL_CONFIG_PATH": file, "MODAL_PROFILE": "half"}, missing: []string{modalconf.EnvTokenSecret}},
 		{name: "half profile completed by the configuration", env: map[string]string{"MODAL_CONFIG_PATH": file, "MODAL_PROFILE": "half", "MODAL_TOKEN_SECRET": "as"}, ok: true},
 		{name: "MODAL_PROFILE names no profile", env: map[string]string{"MODAL_CONFIG_PATH": file, "MODAL_PROFILE": "nope"}, missing: both},
 		{name: "OAuth profile", env: map[string]string{"MODAL_CONFIG_PATH": file, "MODAL_PROFILE": "oauth"}, ok: true},
@@ -76,7 +76,7 @@ oauth_client_id = "cl"
 				v, ok := tc.env[k]
 				return v, ok
 			}}
-			ok, missing := modal.Configured(cfg)
+			ok, missing := modalconf.Configured(cfg)
 			if ok != tc.ok || !slices.Equal(missing, tc.missing) {
 				t.Errorf("Configured = %v, %v; want %v, %v", ok, missing, tc.ok, tc.missing)
 			}

@@ -1,0 +1,29 @@
+// Command sandbox-modal is the program sandbox with Modal's provider and
+// emulator built in (Modal's official Go SDK). The program sandbox hands
+// every run that uses Modal (--sandbox modal, serve --api modal) to this
+// one, installed beside it; it also runs any other command as sandbox
+// does. Local sandboxes it starts (the emulator's) get their inits from
+// the program sandbox beside it, of the same build: they need nothing of
+// the SDK, whose package initialisers would run in each.
+package main
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/agentbox/sandbox/internal/cli"
+	"github.com/agentbox/sandbox/providers/all"
+	"github.com/agentbox/sandbox/providers/local"
+	"github.com/agentbox/sandbox/providers/modal"
+)
+
+func main() {
+	// Without the program sandbox beside it, the local provider
+	// re-executes this binary as the sandbox's init.
+	local.MaybeRunInit()
+	slim := ""
+	if self, err := os.Executable(); err == nil {
+		slim = filepath.Join(filepath.Dir(self), "sandbox")
+	}
+	os.Exit(cli.RunSystem(all.Registry(modal.Registration(), local.RegistrationWith(slim))))
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// builtModal is the program sandbox-modal, compiled once beside the
+// program sandbox (see built), where the hand-over looks for it.
+var builtModal = sync.OnceValues(func() (string, error) {
+	bin, err := built()
+	if err != nil {
+		return "", err
+	}
+	helper := filepath.Join(filepath.Dir(bin), "sandbox-modal")
+	if out, err := exec.Command("go", "build", "-o", helper, "../sandbox-modal").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build sandbox-modal: %w\n%s", err, out)
+	}
+	return helper, nil
+})
+
+// TestModalHandOver checks that the program sandbox, which does not link
+// Modal's SDK, hands every run that uses Modal to sandbox-modal beside
+// it, unchanged: `serve --api modal` becomes sandbox-modal's emulator (the
+// same process: its executable is sandbox-modal's), and `--sandbox modal
+// exec` against it runs the command in a Modal sandbox, stdin, exit
+// status and all. Without sandbox-modal, a run says what to install.
+func TestModalHandOver(t *testing.T) {
+	if _, err := builtModal(); err != nil {
+		t.Fatal(err)
+	}
+	c := newRunner(t, buildBinary(t))
+	env, pid := startServe(t, c, 3, "--api", "modal")
+	if env["MODAL_SERVER_URL"] == "" || env["MODAL_TOKEN_ID"] == "" || env["MODAL_TOKEN_SECRET"] == "" {
+		t.Fatalf("serve --api modal printed %v, want MODAL_SERVER_URL, MODAL_TOKEN_ID and MODAL_TOKEN_SECRET", env)
+	}
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil || filepath.Base(exe) != "sandbox-modal" {
+		t.Errorf("serve --api modal runs %q (%v), want sandbox-modal", exe, err)
+	}
+
+	modal := func(bin string, stdin string, args ...string) (int, string, string) {
+		cmd := exec.Command(bin, append([]string{"--sandbox", "modal"}, args...)...)
+		cmd.Dir, cmd.Env = c.dir, c.command().Env
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		if bin != c.bin {
+			// Not one found on the developer's PATH either.
+			cmd.Env = append(cmd.Env, "PATH=/usr/bin:/bin")
+		}
+		cmd.Stdin = strings.NewReader(stdin)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return exitCodeOf(err), stdout.String(), stderr.String()
+	}
+	code, out, errOut := modal(c.bin, "from stdin", "exec", "--", "sh", "-c", "cat; echo; echo on modal; exit 7")
+	if code != 7 || out != "from stdin\non modal\n" {
+		t.Errorf("--sandbox modal exec: exit %d, stdout %q, stderr %q; want 7 and the command's output", code, out, errOut)
+	}
+
+	// The emulator's local sandboxes run inits of the program sandbox,
+	// not of sandbox-modal: a kept one is still running.
+	if code, out, errOut := modal(c.bin, "", "--keep", "exec", "--", "true"); code != 0 {
+		t.Fatalf("--sandbox modal --keep exec: exit %d, %s%s", code, out, errOut)
+	}
+	pids, _ := filepath.Glob(filepath.Join(c.state, "sandbox", "local", "sb-*", "machine.pid"))
+	if len(pids) == 0 {
+		t.Fatal("the emulator's sandbox has no running machine")
+	}
+	for _, f := range pids {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		if exe, err := os.Readlink("/proc/" + pid + "/exe"); err != nil || filepath.Base(exe) != "sandbox" {
+			t.Errorf("the init of %s runs %q (%v), want the program sandbox", filepath.Dir(f), exe, err)
+		}
+	}
+
+	// The program alone: nothing to hand over to.
+	alone := filepath.Join(t.TempDir(), "sandbox")
+	b, err := os.ReadFile(c.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = modal(alone, "", "exec", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "install sandbox-modal beside this program or on PATH") {
+		t.Errorf("--sandbox modal without sandbox-modal: exit %d, stderr %q; want a failure that says what to install", code, errOut)
+	}
+}

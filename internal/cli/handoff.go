@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+)
+
+// handedOverEnv is set in the environment of a program this one handed its
+// run to, naming it: a program that finds its own name there does not
+// hand over again (it would loop).
+const handedOverEnv = "SANDBOX_HANDED_OVER"
+
+// ExecProgram replaces this process with program, given args: the program
+// of that name beside this one's executable, else on PATH. It is the
+// program's Deps.Handoff; it returns only when it could not.
+func ExecProgram(program string, args []string) error {
+	if os.Getenv(handedOverEnv) == program {
+		return fmt.Errorf("%s handed the run back", program)
+	}
+	path := ""
+	if self, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(self), program)
+		if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			path = beside
+		}
+	}
+	if path == "" {
+		p, err := exec.LookPath(program)
+		if err != nil {
+			return errors.New("not found beside this program nor on PATH")
+		}
+		path = p
+	}
+	env := append(os.Environ(), handedOverEnv+"="+program)
+	if err := syscall.Exec(path, append([]string{program}, args...), env); err != nil {
+		return fmt.Errorf("exec %s: %w", path, err)
+	}
+	return nil
+}
