@@ -71,6 +71,12 @@ func TestModalHandOver(t *testing.T) {
 	if code, out, errOut := modal(c.bin, "", "--keep", "exec", "--", "true"); code != 0 {
 		t.Fatalf("--sandbox modal --keep exec: exit %d, %s%s", code, out, errOut)
 	}
+	t.Cleanup(func() {
+		// Handed over too: the Modal sandbox is recorded.
+		if code, out, errOut := modal(c.bin, "", "delete", "--all"); code != 0 {
+			t.Errorf("delete --all: exit %d, %s%s", code, out, errOut)
+		}
+	})
 	pids, _ := filepath.Glob(filepath.Join(c.state, "sandbox", "local", "sb-*", "machine.pid"))
 	if len(pids) == 0 {
 		t.Fatal("the emulator's sandbox has no running machine")
