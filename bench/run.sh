@@ -28,7 +28,8 @@
 #              (target ≤ 10 MiB)
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
-# Knobs: TAGS (build tags of the CLI, e.g. modal), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
+# Knobs: PROGRAM (sandbox, or sandbox-modal to time the program with Modal's SDK
+# built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
 # SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
 # before the idle measure, 40: runners unused for 30 s are dropped, then the init pages out its code).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
@@ -78,7 +79,12 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-CGO_ENABLED=0 go build -trimpath ${TAGS:+-tags "$TAGS"} -o "$sb" ./cmd/sandbox
+PROGRAM=${PROGRAM:-sandbox}
+CGO_ENABLED=0 go build -trimpath -o "$work/sandbox" ./cmd/sandbox
+if [ "$PROGRAM" != sandbox ]; then
+	CGO_ENABLED=0 go build -trimpath -o "$work/$PROGRAM" "./cmd/$PROGRAM"
+	sb="$work/$PROGRAM"
+fi
 go build -o "$work/pair" ./bench/pair
 go build -o "$work/fanout" ./bench/fanout
 section() { printf '\n== %s\n' "$*"; }
