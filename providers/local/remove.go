@@ -211,15 +211,21 @@ func runReaper(trash string, lock *os.File) int {
 }
 
 // awaitIDMap waits, for a reaper started in a user namespace of its own
-// (see startReaper), until the host has written its mapping, or a while.
+// (see startReaper), until the host has written its mappings, or a while:
+// both of them, as its capabilities reach a file only when the file's
+// owner and group are both mapped (newuidmap runs before newgidmap, and a
+// reaper that went on between the two could remove nothing of the
+// subordinate ids).
 func awaitIDMap() {
 	deadline := time.Now().Add(idToolTimeout)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile("/proc/self/uid_map")
-		if err != nil || len(bytes.TrimSpace(b)) > 0 {
-			return
+	for _, f := range []string{"/proc/self/uid_map", "/proc/self/gid_map"} {
+		for time.Now().Before(deadline) {
+			b, err := os.ReadFile(f)
+			if err != nil || len(bytes.TrimSpace(b)) > 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
