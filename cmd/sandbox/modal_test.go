@@ -102,7 +102,7 @@ func TestModalHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut = modal(alone, "", "exec", "--", "true")
-	if code == 0 || !strings.Contains(errOut, "install sandbox-modal beside this program or on PATH") {
-		t.Errorf("--sandbox modal without sandbox-modal: exit %d, stderr %q; want a failure that says what to install", code, errOut)
+	if code != 125 || !strings.Contains(errOut, "install sandbox-modal beside this program or on PATH") {
+		t.Errorf("--sandbox modal without sandbox-modal: exit %d, stderr %q; want 125 and what to install", code, errOut)
 	}
 }

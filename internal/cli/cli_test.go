@@ -31,6 +31,7 @@ func TestExitCode(t *testing.T) {
 		{&engine.SetupError{Err: &setup.Error{ExitCode: 3}}, 125},
 		{&engine.SetupError{Err: providers.ErrTimeout}, 125},
 		{&engine.CreateError{Provider: "x", Err: errors.New("no")}, 125},
+		{&engine.UnavailableError{Provider: "x", Err: providers.ErrUnavailable}, 125},
 		{context.Canceled, 130},
 		{&ExitStatus{Code: 42}, 42},
 		{providers.ErrUnsupported, 2},

@@ -20,7 +20,7 @@ const (
 	ExitDenied      = 3   // denied by approval or policy
 	ExitCredentials = 4   // missing or rejected credentials
 	ExitTimeout     = 124 // a timeout elapsed
-	ExitSandbox     = 125 // the sandbox could not be created or set up
+	ExitSandbox     = 125 // the sandbox could not be created or set up, or its provider cannot run here
 	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
 )
 
@@ -35,7 +35,7 @@ var exitCodeTable = []struct {
 	{ExitDenied, "denied by approval or policy"},
 	{ExitCredentials, "missing or rejected credentials"},
 	{ExitTimeout, "timed out"},
-	{ExitSandbox, "sandbox could not be created or set up"},
+	{ExitSandbox, "sandbox could not be created or set up, or its provider cannot run here"},
 	{ExitInterrupted, "interrupted"},
 }
 
@@ -63,6 +63,7 @@ func exitCode(err error) int {
 		denied  *approval.DeniedError
 		setupE  *engine.SetupError
 		createE *engine.CreateError
+		unavail *engine.UnavailableError
 		auditE  *approval.AuditError
 	)
 	switch {
@@ -80,7 +81,7 @@ func exitCode(err error) int {
 		return ExitDenied
 	case errors.Is(err, providers.ErrAuth):
 		return ExitCredentials
-	case errors.As(err, &setupE), errors.As(err, &createE):
+	case errors.As(err, &setupE), errors.As(err, &createE), errors.As(err, &unavail):
 		return ExitSandbox
 	case errors.Is(err, providers.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return ExitTimeout

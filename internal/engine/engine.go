@@ -134,14 +134,18 @@ func (e *Engine) provider(name string) (providers.Provider, error) {
 		return nil, err
 	}
 	if reg.Program != "" {
-		return nil, e.handOver(reg)
+		return nil, &UnavailableError{Provider: name, Err: e.handOver(reg)}
 	}
 	p, err := reg.New(e.Config())
 	if err != nil {
-		if strings.HasPrefix(err.Error(), name+":") {
-			return nil, err // it names the provider already
+		if !strings.HasPrefix(err.Error(), name+":") {
+			err = fmt.Errorf("%s: %w", name, err)
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		if errors.Is(err, providers.ErrUnavailable) {
+			// Not here at all (local sandboxes outside Linux).
+			err = &UnavailableError{Provider: name, Err: err}
+		}
+		return nil, err
 	}
 	e.providers[name] = p
 	return p, nil
@@ -159,7 +163,7 @@ func (e *Engine) HandOver(name string) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.handOver(reg)
+	return &UnavailableError{Provider: name, Err: e.handOver(reg)}
 }
 
 // handOver replaces the process with reg's program, or says why it cannot.
@@ -401,6 +405,21 @@ func (e *NotFoundError) Error() string {
 
 // Unwrap returns the provider's error.
 func (e *NotFoundError) Unwrap() error { return e.Err }
+
+// UnavailableError is a provider that cannot run in this program: one
+// built into another program it could not hand the run to, or one this
+// system cannot run. The CLI exits 125 for it, as for a sandbox that could
+// not be made.
+type UnavailableError struct {
+	Provider string
+	Err      error
+}
+
+// Error keeps the cause's message, which names the provider.
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // CreateError is a sandbox that could not be created (exit 125).
 type CreateError struct {

@@ -553,3 +553,62 @@ func TestDownloadFileDirect(t *testing.T) {
 		t.Errorf("a directory's download: %d bytes, %v, direct copies %d (want the tar stream)", len(got), err, d.calls-calls)
 	}
 }
+
+// TestHandOver checks the hand-over of a run to the program that has a
+// provider built in: the program is asked for by name before anything is
+// done, and when it cannot take the run, or the run has already used
+// another provider, the error says what to run or install, and is an
+// UnavailableError (exit 125).
+func TestHandOver(t *testing.T) {
+	elsewhere := providers.Registration{Name: "far", Program: "sandbox-far"}
+	tests := []struct {
+		name    string
+		handoff func(string) error
+		first   bool // use the fake provider first
+		want    string
+		asked   bool
+	}{
+		{name: "no hand-over", want: "the far provider is built into the program sandbox-far, not this one: run the same command with sandbox-far"},
+		{name: "program missing", handoff: func(string) error { return errors.New("not found") }, asked: true,
+			want: "which could not be started (not found): install sandbox-far beside this program or on PATH"},
+		{name: "run begun", handoff: func(string) error { return nil }, first: true,
+			want: "this run has used another provider already: run the same command with sandbox-far"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked []string
+			opts := Options{
+				Registry:        providers.NewRegistry(fake.Registration(), elsewhere),
+				StateDir:        t.TempDir(),
+				DefaultProvider: "fake",
+			}
+			if tt.handoff != nil {
+				opts.Handoff = func(program string) error {
+					asked = append(asked, program)
+					return tt.handoff(program)
+				}
+			}
+			e := New(opts)
+			defer e.Close()
+			if tt.first {
+				if _, err := e.List(context.Background(), "fake", providers.Filter{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := e.Open(context.Background(), OpenOptions{Provider: "far"})
+			var ue *UnavailableError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open: %v, want an UnavailableError saying %q", err, tt.want)
+			}
+			if herr := e.HandOver("far"); !errors.As(herr, &ue) {
+				t.Errorf("HandOver: %v, want an UnavailableError", herr)
+			}
+			if got := len(asked) > 0; got != tt.asked || got && asked[0] != "sandbox-far" {
+				t.Errorf("hand-over asked for %v", asked)
+			}
+			if err := e.HandOver("fake"); err != nil {
+				t.Errorf("HandOver of a provider built in: %v, want nil", err)
+			}
+		})
+	}
+}
