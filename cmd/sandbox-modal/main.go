@@ -3,13 +3,12 @@
 // every run that uses Modal (--sandbox modal, serve --api modal) to this
 // one, installed beside it; it also runs any other command as sandbox
 // does. Local sandboxes it starts (the emulator's) get their inits from
-// the program sandbox beside it, of the same build: they need nothing of
-// the SDK, whose package initialisers would run in each.
+// sandbox-init, else sandbox, beside it and of the same build: they need
+// nothing of the SDK, whose package initialisers would run in each.
 package main
 
 import (
 	"os"
-	"path/filepath"
 
 	"github.com/agentbox/sandbox/internal/cli"
 	"github.com/agentbox/sandbox/providers/all"
@@ -18,12 +17,9 @@ import (
 )
 
 func main() {
-	// Without the program sandbox beside it, the local provider
-	// re-executes this binary as the sandbox's init.
+	// Without either beside it, the local provider re-executes this
+	// binary as the sandbox's init.
 	local.MaybeRunInit()
-	slim := ""
-	if self, err := os.Executable(); err == nil {
-		slim = filepath.Join(filepath.Dir(self), "sandbox")
-	}
-	os.Exit(cli.RunSystem(all.Registry(modal.Registration(), local.RegistrationWith(slim))))
+	slim := local.RegistrationWith(cli.Beside("sandbox-init"), cli.Beside("sandbox"))
+	os.Exit(cli.RunSystem(all.Registry(modal.Registration(), slim)))
 }

@@ -21,13 +21,7 @@ func ExecProgram(program string, args []string) error {
 	if os.Getenv(handedOverEnv) == program {
 		return fmt.Errorf("%s handed the run back", program)
 	}
-	path := ""
-	if self, err := os.Executable(); err == nil {
-		beside := filepath.Join(filepath.Dir(self), program)
-		if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			path = beside
-		}
-	}
+	path := Beside(program)
 	if path == "" {
 		p, err := exec.LookPath(program)
 		if err != nil {
@@ -40,4 +34,19 @@ func ExecProgram(program string, args []string) error {
 		return fmt.Errorf("exec %s: %w", path, err)
 	}
 	return nil
+}
+
+// Beside is the path of the program of that name in the directory of this
+// one's executable, where a release installs its programs side by side;
+// "" when there is no such executable file.
+func Beside(program string) string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(self), program)
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return ""
+	}
+	return p
 }

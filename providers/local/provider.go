@@ -29,25 +29,32 @@ const Name = "local"
 var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true}
 
 // Registration describes the provider to the registry.
-func Registration() providers.Registration { return RegistrationWith("") }
+func Registration() providers.Registration { return RegistrationWith() }
 
 // RegistrationWith is Registration for a program that links more than its
-// inits need (sandbox-modal links Modal's SDK, whose package initialisers
-// would run in every init and runner): the provider starts its inits and
-// reapers from the program at exe instead, the same release without the
-// extras, when exe's build information matches this program's (see
-// sameBuild); else, or when exe is "", from this program.
-func RegistrationWith(exe string) providers.Registration {
+// inits need (the CLI, and sandbox-modal with Modal's SDK, whose package
+// initialisers would run in every init and runner): the provider starts
+// its inits, runners and reapers from the program at exe instead
+// (sandbox-init, which links this provider alone), when exe's build
+// information matches this program's (see sameBuild): the first of exes
+// that does; else from this program. An empty path is passed over.
+func RegistrationWith(exes ...string) providers.Registration {
 	return providers.Registration{
 		Name:         Name,
 		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock, seccomp, limits; no daemon",
 		Capabilities: capabilities,
 		New: func(cfg providers.Config) (providers.Provider, error) {
 			p, err := New(cfg)
-			if err == nil && exe != "" && sameBuild(exe) {
-				p.exe, p.identity = exe, exeIdentity(exe)
+			if err != nil {
+				return nil, err
 			}
-			return p, err
+			for _, exe := range exes {
+				if exe != "" && sameBuild(exe) {
+					p.exe, p.identity = exe, exeIdentity(exe)
+					break
+				}
+			}
+			return p, nil
 		},
 	}
 }
