@@ -29,7 +29,7 @@
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
 # Knobs: PROGRAM (sandbox, or sandbox-modal to time the program with Modal's SDK
-# built in), INIT (self: no sandbox-init beside, inits from the program itself), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
+# built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
 # SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
 # before the idle measure, 40: runners unused for 30 s are dropped, then the init pages out its code).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
@@ -80,12 +80,7 @@ cleanup() {
 }
 trap cleanup EXIT
 PROGRAM=${PROGRAM:-sandbox}
-# As the release installs them: sandbox-init beside sandbox starts the
-# local sandboxes' inits and runners (INIT=self leaves it out).
 CGO_ENABLED=0 go build -trimpath -o "$work/sandbox" ./cmd/sandbox
-if [ "${INIT:-}" != self ]; then
-	CGO_ENABLED=0 go build -trimpath -o "$work/sandbox-init" ./cmd/sandbox-init
-fi
 if [ "$PROGRAM" != sandbox ]; then
 	CGO_ENABLED=0 go build -trimpath -o "$work/$PROGRAM" "./cmd/$PROGRAM"
 	sb="$work/$PROGRAM"

@@ -3,8 +3,8 @@
 // every run that uses Modal (--sandbox modal, serve --api modal) to this
 // one, installed beside it; it also runs any other command as sandbox
 // does. Local sandboxes it starts (the emulator's) get their inits from
-// sandbox-init, else sandbox, beside it and of the same build: they need
-// nothing of the SDK, whose package initialisers would run in each.
+// the program sandbox beside it, of the same build: they need nothing of
+// the SDK, whose package initialisers would run in each.
 package main
 
 import (
@@ -17,9 +17,8 @@ import (
 )
 
 func main() {
-	// Without either beside it, the local provider re-executes this
+	// Without sandbox beside it, the local provider re-executes this
 	// binary as the sandbox's init.
 	local.MaybeRunInit()
-	slim := local.RegistrationWith(cli.Beside("sandbox-init"), cli.Beside("sandbox"))
-	os.Exit(cli.RunSystem(all.Registry(modal.Registration(), slim)))
+	os.Exit(cli.RunSystem(all.Registry(modal.Registration(), local.RegistrationWith(cli.Beside("sandbox")))))
 }

@@ -1,13 +1,11 @@
 // Command sandbox runs untrusted code in sandboxes with every operation
 // approved. See the README for usage.
 //
-// Two programs of the release sit beside it. Local sandboxes' inits and
-// runners are started from sandbox-init (cmd/sandbox-init), which links
-// the local provider alone and so starts faster, when it is there and of
-// the same build; else from this program. Modal's provider is not built
-// in here: its SDK would cost every start of this program its package
-// initialisers, so a run that uses Modal is handed to sandbox-modal
-// (cmd/sandbox-modal).
+// Modal's provider is not built in here: its SDK would cost every start of
+// this program, and of every local sandbox's init and runners (which
+// re-execute it), its package initialisers. A run that uses Modal is handed
+// to the program sandbox-modal (cmd/sandbox-modal), installed beside this
+// one.
 package main
 
 import (
@@ -19,8 +17,7 @@ import (
 )
 
 func main() {
-	// Without sandbox-init, the local provider re-executes this binary
-	// as the sandbox's init.
+	// The local provider re-executes this binary as the sandbox's init.
 	local.MaybeRunInit()
-	os.Exit(cli.RunSystem(all.Registry(local.RegistrationWith(cli.Beside("sandbox-init")))))
+	os.Exit(cli.RunSystem(all.Registry()))
 }

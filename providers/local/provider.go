@@ -32,12 +32,12 @@ var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: tr
 func Registration() providers.Registration { return RegistrationWith() }
 
 // RegistrationWith is Registration for a program that links more than its
-// inits need (the CLI, and sandbox-modal with Modal's SDK, whose package
-// initialisers would run in every init and runner): the provider starts
-// its inits, runners and reapers from the program at exe instead
-// (sandbox-init, which links this provider alone), when exe's build
-// information matches this program's (see sameBuild): the first of exes
-// that does; else from this program. An empty path is passed over.
+// inits need (sandbox-modal links Modal's SDK, whose package initialisers
+// would run in every init and runner): the provider starts its inits,
+// runners and reapers from another program of the release instead (the
+// program sandbox), the first of exes whose build information matches
+// this program's (see sameBuild); else from this program. An empty path is
+// passed over.
 func RegistrationWith(exes ...string) providers.Registration {
 	return providers.Registration{
 		Name:         Name,
