@@ -30,7 +30,8 @@ var builtModal = sync.OnceValues(func() (string, error) {
 // it, unchanged: `serve --api modal` becomes sandbox-modal's emulator (the
 // same process: its executable is sandbox-modal's), and `--sandbox modal
 // exec` against it runs the command in a Modal sandbox, stdin, exit
-// status and all. Without sandbox-modal, a run says what to install.
+// status and all, and `run --json` of a plan streams its events once.
+// Without sandbox-modal, a run exits 125 and says what to install.
 func TestModalHandOver(t *testing.T) {
 	if _, err := builtModal(); err != nil {
 		t.Fatal(err)
@@ -64,6 +65,16 @@ func TestModalHandOver(t *testing.T) {
 	code, out, errOut := modal(c.bin, "from stdin", "exec", "--", "sh", "-c", "cat; echo; echo on modal; exit 7")
 	if code != 7 || out != "from stdin\non modal\n" {
 		t.Errorf("--sandbox modal exec: exit %d, stdout %q, stderr %q; want 7 and the command's output", code, out, errOut)
+	}
+
+	// A plan, handed over too: its events are sandbox-modal's, once.
+	plan := filepath.Join(c.dir, "plan.yaml")
+	if err := os.WriteFile(plan, []byte("steps:\n  - write: {path: /workspace/n.txt, content: \"via modal\"}\n  - read: /workspace/n.txt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = modal(c.bin, "", "run", plan, "--yes", "--json")
+	if code != 0 || strings.Count(out, `"type":"run.started"`) != 1 || !strings.Contains(out, `"data":"via modal"`) || !strings.Contains(out, `"provider":"modal"`) {
+		t.Errorf("--sandbox modal run --json: exit %d, stdout %s, stderr %s", code, out, errOut)
 	}
 
 	// The emulator's local sandboxes run inits of the program sandbox,
