@@ -47,8 +47,10 @@ func TestReusedRunnerKeepsOperationsApart(t *testing.T) {
 	id := newSandbox(t, p, providers.Spec{})
 	ctx := context.Background()
 	// The leftover writes to its stdout and stderr every 10 ms and
-	// counts its writes in a file.
-	mustRun(t, p, id, `(i=0; while :; do i=$((i+1)); echo "leak $i"; echo "leak $i" >&2; echo $i > /tmp/leftover.count; sleep 0.01; done) & echo started`)
+	// counts its writes in a file, replaced whole each time (a read
+	// between a truncation and its write would find it empty).
+	mustRun(t, p, id, `(i=0; while :; do i=$((i+1)); echo "leak $i"; echo "leak $i" >&2; echo $i > /tmp/leftover.next; mv /tmp/leftover.next /tmp/leftover.count; sleep 0.01; done) & echo started`)
+	mustRun(t, p, id, "until [ -s /tmp/leftover.count ]; do sleep 0.01; done")
 	for i := range 20 {
 		r := run(t, p, id, "echo mine "+strconv.Itoa(i)+"; echo err "+strconv.Itoa(i)+" >&2")
 		if r.err != nil || r.stdout != "mine "+strconv.Itoa(i)+"\n" || r.stderr != "err "+strconv.Itoa(i)+"\n" {
