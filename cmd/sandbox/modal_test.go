@@ -77,6 +77,12 @@ func TestModalHandOver(t *testing.T) {
 		t.Errorf("--sandbox modal run --json: exit %d, stdout %s, stderr %s", code, out, errOut)
 	}
 
+	// A plan on stdin is read by the program it is handed to, not before.
+	code, out, errOut = modal(c.bin, `{"exec":"echo piped plan"}`+"\n", "run", "-", "--yes")
+	if code != 0 || out != "piped plan\n" {
+		t.Errorf("--sandbox modal run - (plan on stdin): exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+
 	// The emulator's local sandboxes run inits of the program sandbox,
 	// not of sandbox-modal: a kept one is still running.
 	if code, out, errOut := modal(c.bin, "", "--keep", "exec", "--", "true"); code != 0 {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"github.com/agentbox/sandbox/internal/engine"
 )
 
 // handedOverEnv is set in the environment of a program this one handed its
@@ -49,4 +51,17 @@ func Beside(program string) string {
 		return ""
 	}
 	return p
+}
+
+// handOver resolves the provider a run uses (named, else id's, else the
+// default) and hands the run to the program that has it built in when
+// this one has not (engine.HandOver), before the verb has read any input
+// or taken the terminal: what it consumed would be gone for that program.
+// It returns the provider's name.
+func (a *App) handOver(eng *engine.Engine, name, id string) (string, error) {
+	provider, err := eng.ResolveProvider(name, id)
+	if err != nil {
+		return "", err
+	}
+	return provider, eng.HandOver(provider)
 }

@@ -38,6 +38,15 @@ with the step and its line), and run.completed or run.failed last.`,
   printf '{"exec":"echo hi"}\n' | sandbox run - --yes`,
 		Args: exactArgs(1, "run needs a plan file (or - for JSON Lines on stdin)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Before the plan is read: one on stdin would be gone for
+			// the program the run is handed to.
+			eng, err := app.Engine()
+			if err != nil {
+				return err
+			}
+			if _, err := app.handOver(eng, app.flags.provider, app.flags.sandboxID); err != nil {
+				return err
+			}
 			plan, err := loadPlan(app, args[0])
 			if err != nil {
 				return err

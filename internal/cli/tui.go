@@ -47,12 +47,9 @@ func (a *App) runTUI(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	provider, err := eng.ResolveProvider(o.Provider, o.ID)
-	if err != nil {
-		return err
-	}
 	// Before the TUI takes the terminal.
-	if err := eng.HandOver(provider); err != nil {
+	provider, err := a.handOver(eng, o.Provider, o.ID)
+	if err != nil {
 		return err
 	}
 	editor := a.env.Get("VISUAL")

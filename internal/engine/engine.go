@@ -134,7 +134,7 @@ func (e *Engine) provider(name string) (providers.Provider, error) {
 		return nil, err
 	}
 	if reg.Program != "" {
-		return nil, &UnavailableError{Provider: name, Err: e.handOver(reg)}
+		return nil, e.handOver(reg)
 	}
 	p, err := reg.New(e.Config())
 	if err != nil {
@@ -163,13 +163,13 @@ func (e *Engine) HandOver(name string) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return &UnavailableError{Provider: name, Err: e.handOver(reg)}
+	return e.handOver(reg)
 }
 
 // handOver replaces the process with reg's program, or says why it cannot.
 // Only a run that has used no other provider yet is handed over: the
 // program runs it again from the start. e.mu is held.
-func (e *Engine) handOver(reg providers.Registration) error {
+func (e *Engine) handOver(reg providers.Registration) *UnavailableError {
 	msg := fmt.Sprintf("the %s provider is built into the program %s, not this one", reg.Name, reg.Program)
 	switch {
 	case len(e.providers) > 0:
@@ -183,7 +183,7 @@ func (e *Engine) handOver(reg providers.Registration) error {
 		}
 		msg += fmt.Sprintf(", which could not be started (%v): install %s beside this program or on PATH (go install github.com/agentbox/sandbox/cmd/%s)", err, reg.Program, reg.Program)
 	}
-	return providers.Errorf(providers.ErrUnavailable, reg.Name, "start", "%s", msg)
+	return &UnavailableError{Provider: reg.Name, Err: providers.Errorf(providers.ErrUnavailable, reg.Name, "start", "%s", msg)}
 }
 
 // Gated returns the named provider behind the approval gate, for serving it
