@@ -130,7 +130,7 @@ func (p *Provider) Name() string { return Name }
 
 // Capabilities declares what Modal supports.
 func (p *Provider) Capabilities() providers.Capabilities {
-	return modalconf.Registration().Capabilities
+	return modalconf.Capabilities()
 }
 
 // Close closes the SDK client's connections.

@@ -60,9 +60,14 @@ func Registration() providers.Registration {
 			{Name: EnvApp, Help: "app the sandboxes belong to, created when missing (default " + DefaultApp + ")"},
 			{Name: EnvImage, Help: "registry tag used when --image is not given (default " + DefaultImage + ")"},
 		},
-		Capabilities: providers.Capabilities{Network: true, TTL: true, Labels: true, Stdin: true, Resources: true, Image: true},
+		Capabilities: Capabilities(),
 		Ready:        Configured,
 	}
+}
+
+// Capabilities are what Modal supports through the SDK.
+func Capabilities() providers.Capabilities {
+	return providers.Capabilities{Network: true, TTL: true, Labels: true, Stdin: true, Resources: true, Image: true}
 }
 
 // HandedOver is the registration of a program without the SDK: every run
