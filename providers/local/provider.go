@@ -29,16 +29,15 @@ const Name = "local"
 var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true}
 
 // Registration describes the provider to the registry.
-func Registration() providers.Registration { return RegistrationWith() }
+func Registration() providers.Registration { return RegistrationWith("") }
 
 // RegistrationWith is Registration for a program that links more than its
 // inits need (sandbox-modal links Modal's SDK, whose package initialisers
 // would run in every init and runner): the provider starts its inits,
-// runners and reapers from another program of the release instead (the
-// program sandbox), the first of exes whose build information matches
-// this program's (see sameBuild); else from this program. An empty path is
-// passed over.
-func RegistrationWith(exes ...string) providers.Registration {
+// runners and reapers from exe, another program of the release (the
+// program sandbox), when its build information matches this program's
+// (see sameBuild); else, or when exe is "", from this program.
+func RegistrationWith(exe string) providers.Registration {
 	return providers.Registration{
 		Name:         Name,
 		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock, seccomp, limits; no daemon",
@@ -48,11 +47,8 @@ func RegistrationWith(exes ...string) providers.Registration {
 			if err != nil {
 				return nil, err
 			}
-			for _, exe := range exes {
-				if exe != "" && sameBuild(exe) {
-					p.exe, p.identity = exe, exeIdentity(exe)
-					break
-				}
+			if exe != "" && sameBuild(exe) {
+				p.exe, p.identity = exe, exeIdentity(exe)
 			}
 			return p, nil
 		},
