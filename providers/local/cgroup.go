@@ -263,21 +263,59 @@ type cgroupSet struct {
 // (root), so that a fork bomb is bounded where RLIMIT_NPROC is not. It
 // returns nil when no cgroup is needed or available.
 func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSet, error) {
-	files := c.limitFiles(res)
-	if len(files) == 0 {
-		return nil, nil
+	return c.prepare(name, res).join(pid)
+}
+
+// cgroupPrep is cgroups being made (by prepare) for a process yet to
+// join them.
+type cgroupPrep struct {
+	c     cgroups
+	name  string
+	files []cgroupFile
+	done  chan struct{}
+	set   *cgroupSet
+	err   error
+}
+
+// prepare starts making the cgroups named name with the limits of res,
+// meanwhile the caller starts the process that joins them: making them
+// (a mkdir per controller, the memory one the slowest) costs a machine's
+// start as much as the start of its init.
+func (c cgroups) prepare(name string, res providers.Resources) *cgroupPrep {
+	pr := &cgroupPrep{c: c, name: name, files: c.limitFiles(res), done: make(chan struct{})}
+	if len(pr.files) == 0 {
+		close(pr.done)
+		return pr
 	}
-	if err := c.enableDelegated(); err != nil {
-		return nil, err
-	}
-	// Another process deleting a sandbox removes idle cgroups (see
-	// removeSandbox): one that vanishes between mkdir and use (its files
-	// then fail with ENOENT or ENODEV) is made again.
-	for attempt := 0; ; attempt++ {
-		set, err := c.place(pid, name, files)
-		if err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
-			return set, err
+	go func() {
+		defer close(pr.done)
+		if pr.err = c.enableDelegated(); pr.err == nil {
+			pr.set, pr.err = c.make(name, pr.files)
 		}
+	}()
+	return pr
+}
+
+// join moves pid into the prepared cgroups once they are made. Another
+// process deleting a sandbox removes idle cgroups (see removeSandbox):
+// cgroups that vanish between their making and their use (their files
+// then fail with ENOENT or ENODEV) are made again.
+func (pr *cgroupPrep) join(pid int) (*cgroupSet, error) {
+	<-pr.done
+	set, err := pr.set, pr.err
+	for attempt := 0; ; attempt++ {
+		if err == nil {
+			if set == nil {
+				return nil, nil // no cgroup needed
+			}
+			if err = set.add(pid); err == nil {
+				return set, nil
+			}
+		}
+		if !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
+			return nil, err
+		}
+		set, err = pr.c.make(pr.name, pr.files)
 	}
 }
 
@@ -331,8 +369,14 @@ func (c cgroups) dirOf(ctl, name string) string {
 // cgroupFile is one limit to write.
 type cgroupFile struct{ ctl, name, val string }
 
-// place creates the cgroups of name, writes files and moves pid in.
-func (c cgroups) place(pid int, name string, files []cgroupFile) (*cgroupSet, error) {
+// abandon removes the prepared cgroups, which no process joined.
+func (pr *cgroupPrep) abandon() {
+	<-pr.done
+	pr.set.remove()
+}
+
+// make creates the cgroups of name and writes files.
+func (c cgroups) make(name string, files []cgroupFile) (*cgroupSet, error) {
 	set := &cgroupSet{}
 	dirOf := func(ctl string) (string, error) {
 		d := c.dirOf(ctl, name)
@@ -357,13 +401,18 @@ func (c cgroups) place(pid int, name string, files []cgroupFile) (*cgroupSet, er
 			return nil, fmt.Errorf("cgroup %s: %w", f.name, err)
 		}
 	}
-	for _, d := range set.dirs {
+	return set, nil
+}
+
+// add moves pid into the cgroups.
+func (s *cgroupSet) add(pid int) error {
+	for _, d := range s.dirs {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			set.remove()
-			return nil, fmt.Errorf("enter cgroup %s: %w", d, err)
+			s.remove()
+			return fmt.Errorf("enter cgroup %s: %w", d, err)
 		}
 	}
-	return set, nil
+	return nil
 }
 
 // remove deletes the cgroups. It is only used when entering them failed:

@@ -70,7 +70,7 @@ func runInit() int {
 		return 125
 	}
 	if cfg.Mode == modeMachine {
-		return runMachine(&cfg, rep, ctl, status)
+		return runMachine(&cfg, rep, ctlr, ctl, status)
 	}
 	if !cfg.Weak {
 		rep.setupFail(errors.New("an operation outside a sandbox's machine"))

@@ -217,6 +217,9 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 // serialised by the machine lock: a second start waits for the first and
 // finds its machine.
 func (p *Provider) ensureMachine(dir, id string) error {
+	// The init is moved into cgroups: start the wait that move involves
+	// now (see prewarm).
+	p.cg.prewarm()
 	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -289,7 +292,7 @@ func (p *Provider) spawnMachine(dir, id string, m meta) error {
 }
 
 // startInit runs the machine's init and waits for it to be ready. The init
-// is placed in the sandbox's cgroups before it gets its configuration, so
+// is placed in the sandbox's cgroups before it starts any process, so
 // every process of the machine is born inside them and the limits bound
 // the whole sandbox.
 func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
@@ -336,10 +339,15 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		SysProcAttr: nsAttr(p.uids, p.gids, true),
 	}
 	cmd.SysProcAttr.Setsid = true
+	// The sandbox's cgroups are made while the init starts.
+	res := p.effectiveResources(m.Resources)
+	res.Pids += machinePidsAllowance
+	cg := p.cg.prepare(id+"-"+machineCgroup, res)
 	err = cmd.Start()
 	ctlR.Close()
 	statW.Close()
 	if err != nil {
+		cg.abandon()
 		return startError(id, err)
 	}
 	// Reap it whenever it ends, in a process that lives that long.
@@ -348,9 +356,20 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	// The init joins them as it starts and builds the machine (a
+	// migration waits for an RCU grace period, milliseconds); it starts
+	// no process before the start byte says it is in.
+	joined := make(chan error, 1)
+	go func() {
+		_, err := cg.join(cmd.Process.Pid)
+		joined <- err
+	}()
 	fail := func(err error) error {
 		_ = cmd.Process.Kill()
 		<-exited
+		if err := <-joined; err == nil {
+			cg.abandon()
+		}
 		// The init records itself as it gets ready: the start failed
 		// after that (or the record is the one it left half written).
 		_ = os.Remove(filepath.Join(dir, machinePidFile))
@@ -363,23 +382,32 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		return fail(&providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
 			Msg: "map the sandbox's ids: " + err.Error(), Err: err})
 	}
-	res := p.effectiveResources(m.Resources)
-	res.Pids += machinePidsAllowance
-	if _, err := p.cg.enter(cmd.Process.Pid, id+"-"+machineCgroup, res); err != nil {
-		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
-	}
 	start, err := procStartTime(cmd.Process.Pid)
 	if err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: the machine's start time: %w", id, err))
 	}
 	cfg.HostPID, cfg.HostStart = cmd.Process.Pid, start
-	p.confirmMasks(cfg) // the host's secrets, checked meanwhile (see maskState)
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		return fail(fmt.Errorf("local: encode machine configuration: %w", err))
 	}
 	if err := writeAll(ctlW, append(line, '\n')); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: send the machine configuration: %w", id, err))
+	}
+	// The init builds the machine meanwhile, and waits for the gate
+	// before it restricts itself and starts any process.
+	gate := machineGate{Masks: p.lateMasks(cfg)}
+	if err := <-joined; err != nil {
+		joined <- err
+		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
+	}
+	joined <- nil
+	line, err = json.Marshal(gate)
+	if err != nil {
+		return fail(fmt.Errorf("local: encode the machine's start: %w", err))
+	}
+	if err := writeAll(ctlW, append(line, '\n')); err != nil {
+		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
 	}
 	ctlW.Close()
 	var msg statusMsg

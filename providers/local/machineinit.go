@@ -167,7 +167,7 @@ type bgCommand struct {
 // reports readiness, and hands operations to runners until it is stopped,
 // idle for its auto-stop interval, or killed. It is PID 1 of the sandbox's
 // PID namespace: its exit ends every process of the sandbox.
-func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
+func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status *os.File) int {
 	// Nothing in the sandbox may read this process's memory or
 	// descriptors, nor end it with a signal.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -228,6 +228,25 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 		return 125
 	}
 	m.nets[false] = private
+	// The host moves this process into the sandbox's cgroups meanwhile
+	// (a migration waits for an RCU grace period, milliseconds), and
+	// checks its cached list of the host's secrets: every process of the
+	// machine must be born inside the cgroups, and see none of the
+	// secrets, which must be masked before Landlock forbids mounts.
+	gate, err := readMachineGate(ctlr)
+	if err != nil {
+		rep.setupFail(err)
+		return 125
+	}
+	if err := applyMasks(cfg.maskSrc, gate.Masks); err != nil {
+		rep.setupFail(err)
+		return 125
+	}
+	cfg.Masks = append(cfg.Masks, gate.Masks...)
+	if err := os.Remove(cfg.maskSrc); err != nil {
+		rep.setupFail(err)
+		return 125
+	}
 	abi, err := applyLandlock(cfg)
 	if err != nil {
 		rep.setupFail(err)
@@ -247,6 +266,19 @@ func runMachine(cfg *initConfig, rep *reporter, ctl, status *os.File) int {
 	status.Close()
 	ctl.Close()
 	return m.serve()
+}
+
+// readMachineGate reads the machineGate that follows a machine's configuration.
+func readMachineGate(r *bufio.Reader) (machineGate, error) {
+	var g machineGate
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return g, errors.New("the host did not start the machine")
+	}
+	if err := json.Unmarshal(line, &g); err != nil {
+		return g, fmt.Errorf("decode the machine's start: %w", err)
+	}
+	return g, nil
 }
 
 // ignoreSignals makes every signal that would end or stop the init

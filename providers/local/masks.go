@@ -559,9 +559,10 @@ func (p *Provider) hasEtc() bool {
 // start of a provider reads them from the cache (computing them when there
 // is none); the check that the host has not changed since, which for root
 // stats every directory the scan read (a few milliseconds), runs beside
-// the start of the machine's init instead of before it: confirmMasks,
-// called before the init gets its configuration, waits for it and adds
-// whatever new secret it found. Every later start checks again.
+// the start of the machine's init and the building of its root instead of
+// before them: lateMasks, called once the init has its configuration,
+// waits for it and returns whatever new secret it found, which the init
+// masks before it starts any process. Every later start checks again.
 type maskState struct {
 	once sync.Once
 	mu   sync.Mutex
@@ -606,7 +607,7 @@ func (p *Provider) withStateMasks(masks []string) []string {
 
 // loadMasks sets p.masks before the first machine (or weak-mode init) is
 // configured, so that a CLI run that starts none never looks at the
-// host's secrets; it then starts the check that confirmMasks waits for.
+// host's secrets; it then starts the check that lateMasks waits for.
 // Only root's scan is large enough to be worth checking in the
 // background; every other start computes its masks (or checks the cache)
 // on the spot.
@@ -639,25 +640,28 @@ func (p *Provider) loadMasks() {
 	p.mask.mu.Unlock()
 }
 
-// confirmMasks waits for the latest check of the host's secrets and adds
-// to cfg.Masks what it found that p.masks, read from the cache, lacks: a
-// secret made on the host since the cache was written. It must run before
-// the machine's init gets cfg.
-func (p *Provider) confirmMasks(cfg *initConfig) {
+// lateMasks waits for the latest check of the host's secrets and returns
+// what it found that cfg.Masks, read from the cache, lacks: a secret made
+// on the host since the cache was written. The machine's init builds its
+// root meanwhile, and masks these before it starts any process (see
+// machineGate).
+func (p *Provider) lateMasks(cfg *initConfig) []string {
 	p.mask.mu.Lock()
 	c := p.mask.check
 	p.mask.mu.Unlock()
 	if c == nil {
-		return
+		return nil
 	}
 	<-c.done
 	_, shadow := p.etcBaseDir()
+	var late []string
 	for _, m := range c.masks {
 		if shadow && slices.Contains(maskedFiles, m) {
 			continue // the base layer's sanitized copy (see isolation)
 		}
-		if !slices.Contains(cfg.Masks, m) {
-			cfg.Masks = append(cfg.Masks, m)
+		if !slices.Contains(cfg.Masks, m) && !slices.Contains(late, m) {
+			late = append(late, m)
 		}
 	}
+	return late
 }

@@ -131,6 +131,19 @@ type initConfig struct {
 	// domain already (a runner).
 	exeFD    int
 	inDomain bool
+	// maskSrc is the empty file bound over masked files, kept by a
+	// machine's init until its late masks are in place (see
+	// machineGate).
+	maskSrc string
+}
+
+// machineGate is what the host sends a machine's init after its
+// configuration, once the init is in the sandbox's cgroups: the init
+// starts no process before it has it. Masks are the host's secrets that
+// the configuration's masks, read from a cache, lacked (see
+// Provider.lateMasks): the init hides them before it restricts itself.
+type machineGate struct {
+	Masks []string `json:"masks,omitempty"`
 }
 
 // mountLayer is one overlay mount of the new root.

@@ -27,7 +27,7 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
 // maskSource prefixes the empty file bound over masked files; it is created
-// on the new root's tmpfs and unlinked once every mask is in place.
+// in the new root and unlinked once every mask is in place.
 const maskSource = "/.sandbox-mask"
 
 // setupError marks a failure to build the sandbox, as opposed to a failure
@@ -156,7 +156,14 @@ func enterRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	return applyMasks(mask, cfg.Masks)
+	if err := applyMasks(mask, cfg.Masks); err != nil {
+		return err
+	}
+	if cfg.Mode == modeMachine {
+		cfg.maskSrc = mask // for the late masks (see machineGate)
+		return nil
+	}
+	return os.Remove(mask)
 }
 
 // mountRootLayer mounts the sandbox's root: an overlay whose lower layer
@@ -406,7 +413,7 @@ func pivot(root string) error {
 
 // applyMasks binds the empty file mask over every masked path that is a
 // regular file, and an empty read-only tmpfs over every one that is a
-// directory, then removes mask. It runs after the pivot, so a path the
+// directory. It runs after the pivot, so a path the
 // sandbox replaced with a symlink in its own layer is left alone: it no
 // longer shows the host's entry.
 func applyMasks(mask string, paths []string) error {
@@ -432,7 +439,7 @@ func applyMasks(mask string, paths []string) error {
 			}
 		}
 	}
-	return os.Remove(mask)
+	return nil
 }
 
 // mkdirExist creates dir unless it exists.

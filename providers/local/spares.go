@@ -42,6 +42,10 @@ const (
 // and user; more, left after a burst of concurrent operations, end.
 const maxIdleRunners = 2
 
+// replenishDelay is how long an operation that took a runner may run
+// before a successor starts (see replenishAfter).
+const replenishDelay = 20 * time.Millisecond
+
 // spareKey is what a runner is prepared for: its network (the host's or
 // the sandbox's own) and the user it became.
 type spareKey struct {
@@ -241,6 +245,21 @@ func (m *machine) replenish(key spareKey) {
 		return
 	}
 	m.park(key, m.startSpare(key))
+}
+
+// replenishAfter replenishes the pool of key once the operation that
+// took a runner from it ended, or after replenishDelay if it runs longer:
+// a runner starting meanwhile (a new process of this binary) would take
+// the CPUs from the operation, which a short command, the first after a
+// machine's start above all, feels most.
+func (m *machine) replenishAfter(key spareKey, ended <-chan struct{}) {
+	t := time.NewTimer(replenishDelay)
+	defer t.Stop()
+	select {
+	case <-ended:
+	case <-t.C:
+	}
+	m.replenish(key)
 }
 
 // park puts a runner into the pool of key, unless the machine is stopping
@@ -447,7 +466,9 @@ func (m *machine) run(c *net.UnixConn, req machineRequest, files []*os.File, rep
 		f.Close()
 	}
 	files = files[:0]
-	go m.replenish(key)
+	ended := make(chan struct{})
+	defer close(ended)
+	go m.replenishAfter(key, ended)
 	if req.Background {
 		sp.release() // the runner becomes the command
 	}
