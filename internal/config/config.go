@@ -60,7 +60,7 @@ const (
 // ClassifyDotEnv says what a .env file's value of name is used for.
 func ClassifyDotEnv(name string) DotEnvUse {
 	switch {
-	case !envName.MatchString(name):
+	case !validEnvName(name):
 		return DotEnvIgnored
 	case name == "SANDBOX_PROVIDER", hasPrefix(name, "E2B_", "DAYTONA_", "RUNLOOP_", "MODAL_"):
 		return DotEnvSetting

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -180,6 +181,24 @@ func TestIsSecretName(t *testing.T) {
 	}
 }
 
+// TestNameChecksMatchTheirPatterns checks validEnvName and IsSecretName
+// against the regular expressions they stand for.
+func TestNameChecksMatchTheirPatterns(t *testing.T) {
+	t.Parallel()
+	env := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	secret := regexp.MustCompile(`(?i)(key|token|secret|passw|pwd|credential|auth|private|session|cookie)`)
+	names := []string{"", "A", "_", "a1", "1a", "A-B", "A B", "PATH", "é", "Aé", "_9", "x\n", "API_KEY", "my_Token", "PassWord",
+		"OAUTH", "Cookie_jar", "SESSIONID", "PRIVATE", "credentials", "pwd", "KEYS", "monkey", "HOME", "LANG", "K\u212aY"}
+	for _, n := range names {
+		if got, want := validEnvName(n), env.MatchString(n); got != want {
+			t.Errorf("validEnvName(%q) = %v, want %v", n, got, want)
+		}
+		if got, want := IsSecretName(n), secret.MatchString(n); got != want {
+			t.Errorf("IsSecretName(%q) = %v, want %v", n, got, want)
+		}
+	}
+}
+
 func FuzzParseEnvFile(f *testing.F) {
 	for _, s := range []string{"A=1\n", "export B='x'\n# c\n", "C=\"multi\nline\"", "=", "A B=c"} {
 		f.Add(s)
@@ -190,7 +209,7 @@ func FuzzParseEnvFile(f *testing.F) {
 			return
 		}
 		for k := range m {
-			if !envName.MatchString(k) {
+			if !validEnvName(k) {
 				t.Fatalf("invalid name %q accepted", k)
 			}
 		}

@@ -3,14 +3,31 @@ package config
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/joho/godotenv"
 )
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// validEnvName reports whether name is a variable name: a letter or an
+// underscore, then letters, digits and underscores (ASCII). (A function,
+// not a regular expression: those are compiled when the program starts,
+// which every run of the CLI, and every init and runner of a local
+// sandbox, would pay.)
+func validEnvName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && '0' <= c && c <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // SandboxEnv builds the environment passed into a sandbox from --env-file
 // files (in order) and --env values (later wins). `--env KEY` alone copies
@@ -34,7 +51,7 @@ func SandboxEnv(env *Env, files []string, flags []string) (map[string]string, er
 	}
 	for _, fl := range flags {
 		k, v, hasVal := strings.Cut(fl, "=")
-		if !envName.MatchString(k) {
+		if !validEnvName(k) {
 			return nil, fmt.Errorf("--env %q: %q is not a valid variable name (use KEY=VALUE or KEY)", fl, k)
 		}
 		if !hasVal {
@@ -62,15 +79,27 @@ func ParseEnvFile(s string) (map[string]string, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !envName.MatchString(k) {
+		if !validEnvName(k) {
 			return nil, fmt.Errorf("parse env file: %q is not a valid variable name", k)
 		}
 	}
 	return m, nil
 }
 
-var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|pwd|credential|auth|private|session|cookie)`)
+// secretWords are the parts of a variable name that say it holds a
+// secret, in lower case.
+func secretWords() []string {
+	return []string{"key", "token", "secret", "passw", "pwd", "credential", "auth", "private", "session", "cookie"}
+}
 
 // IsSecretName reports whether a variable name looks like it holds a secret,
 // so its value is masked in output, logs and JSON.
-func IsSecretName(name string) bool { return secretName.MatchString(name) }
+func IsSecretName(name string) bool {
+	lower := strings.ToLower(name)
+	for _, w := range secretWords() {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
