@@ -42,9 +42,13 @@ const (
 // and user; more, left after a burst of concurrent operations, end.
 const maxIdleRunners = 2
 
-// replenishDelay is how long an operation that took a runner may run
-// before a successor starts (see replenishAfter).
-const replenishDelay = 20 * time.Millisecond
+// replenishDelay is how long an operation that took a runner runs before
+// a successor starts, and replenishIdle how long after it ended, if
+// sooner (see replenishAfter).
+const (
+	replenishDelay = 20 * time.Millisecond
+	replenishIdle  = 50 * time.Millisecond
+)
 
 // spareKey is what a runner is prepared for: its network (the host's or
 // the sandbox's own) and the user it became.
@@ -248,15 +252,19 @@ func (m *machine) replenish(key spareKey) {
 }
 
 // replenishAfter replenishes the pool of key once the operation that
-// took a runner from it ended, or after replenishDelay if it runs longer:
-// a runner starting meanwhile (a new process of this binary) would take
-// the CPUs from the operation, which a short command, the first after a
-// machine's start above all, feels most.
+// took a runner from it has run for replenishDelay, or ended
+// replenishIdle ago: a runner starting meanwhile (a new process of this binary, a few
+// milliseconds of CPU) would take the CPUs from the operation, which a
+// short command, the first after a machine's start above all, feels most,
+// and from what the client does next (often, in a script, its next
+// command, or a stop, which makes the successor pointless).
 func (m *machine) replenishAfter(key spareKey, ended <-chan struct{}) {
 	t := time.NewTimer(replenishDelay)
 	defer t.Stop()
 	select {
 	case <-ended:
+		t.Reset(replenishIdle)
+		<-t.C
 	case <-t.C:
 	}
 	m.replenish(key)
