@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/sandbox/providers/daytona"
 	dtnemu "github.com/agentbox/sandbox/providers/daytona/emulator"
 	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/httpapi"
 	"github.com/agentbox/sandbox/providers/local"
 )
@@ -38,14 +39,14 @@ type harness struct {
 // given) on a local backend of the test's own.
 func newHarness(t testing.TB, opts dtnemu.Options) *harness {
 	t.Helper()
-	backend := emulator.LocalBackend(t)
+	backend := emulatortest.LocalBackend(t)
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
 	srv := dtnemu.New(backend, opts)
 	t.Cleanup(func() { _ = srv.Close() })
 	faults := emulator.NewFaults()
-	url := emulator.Serve(t, faults.Wrap(srv))
+	url := emulatortest.Serve(t, faults.Wrap(srv))
 	return &harness{url: url, faults: faults, server: srv, backend: backend}
 }
 

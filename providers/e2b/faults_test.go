@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/sandbox/providers/e2b"
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/providertest"
 )
 
@@ -484,9 +485,9 @@ func TestListPages(t *testing.T) {
 // the sandboxes the previous one created, with their metadata and
 // deadline, and that a client keeps working with them.
 func TestEmulatorRestart(t *testing.T) {
-	backend := emulator.LocalBackend(t)
+	backend := emulatortest.LocalBackend(t)
 	first := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
-	url1 := emulator.Serve(t, first)
+	url1 := emulatortest.Serve(t, first)
 	p1, err := e2b.NewWithOptions(e2b.Options{APIKey: testKey, APIURL: url1, SandboxURL: url1})
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +503,7 @@ func TestEmulatorRestart(t *testing.T) {
 
 	second := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
 	t.Cleanup(func() { _ = second.Close() })
-	url2 := emulator.Serve(t, second)
+	url2 := emulatortest.Serve(t, second)
 	p2, err := e2b.NewWithOptions(e2b.Options{APIKey: testKey, APIURL: url2, SandboxURL: url2})
 	if err != nil {
 		t.Fatal(err)

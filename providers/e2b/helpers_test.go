@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/sandbox/providers/e2b"
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/local"
 )
 
@@ -37,11 +38,11 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	backend := emulator.LocalBackend(t)
+	backend := emulatortest.LocalBackend(t)
 	srv := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
 	t.Cleanup(func() { _ = srv.Close() })
 	faults := emulator.NewFaults()
-	url := emulator.Serve(t, faults.Wrap(srv))
+	url := emulatortest.Serve(t, faults.Wrap(srv))
 	return &harness{url: url, faults: faults, server: srv, backend: backend}
 }
 

@@ -1,9 +1,10 @@
 // Package emulator holds what every provider emulator shares: a fault
 // injection layer that wraps any emulator's handler (5xx, 429 with
 // Retry-After, added latency, responses cut mid-way), a request counter
-// for checking that a client did not repeat a side effect, and helpers
-// for the official-SDK conformance tests (starting a server, running a
-// node script against it).
+// for checking that a client did not repeat a side effect. The helpers
+// of the emulators' tests (starting a server, the local backend, running
+// an official SDK's node script) live in package emulatortest, which only
+// tests import.
 //
 // The emulators themselves live beside their providers
 // (providers/<name>/emulator); this package knows nothing about any

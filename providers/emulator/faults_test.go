@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 )
 
 func TestFaults(t *testing.T) {
@@ -16,7 +18,7 @@ func TestFaults(t *testing.T) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
 	})
 	f := NewFaults()
-	url := Serve(t, f.Wrap(h))
+	url := emulatortest.Serve(t, f.Wrap(h))
 	get := func(path string) (*http.Response, string, error) {
 		resp, err := http.Get(url + path)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/modal"
 	mdemu "github.com/agentbox/sandbox/providers/modal/emulator"
 )
@@ -50,7 +51,7 @@ func TestCredentials(t *testing.T) {
 // fail with a status, times times each.
 func faultHarness(t *testing.T, method string, code codes.Code, times int32) (*harness, *atomic.Int32) {
 	t.Helper()
-	backend := emulator.LocalBackend(t)
+	backend := emulatortest.LocalBackend(t)
 	var hits atomic.Int32
 	faults := emulator.NewFaults()
 	srv := mdemu.New(backend, mdemu.Options{APIKey: testSecret, Wrap: faults.Wrap,
@@ -61,7 +62,7 @@ func faultHarness(t *testing.T, method string, code codes.Code, times int32) (*h
 			return nil
 		}})
 	t.Cleanup(func() { _ = srv.Close() })
-	return &harness{url: emulator.Serve(t, srv), faults: faults, server: srv}, &hits
+	return &harness{url: emulatortest.Serve(t, srv), faults: faults, server: srv}, &hits
 }
 
 // TestFaults checks how the SDK and our error mapping meet server faults:

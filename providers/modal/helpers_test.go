@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/local"
 	"github.com/agentbox/sandbox/providers/modal"
 	mdemu "github.com/agentbox/sandbox/providers/modal/emulator"
@@ -32,11 +33,11 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	backend := emulator.LocalBackend(t)
+	backend := emulatortest.LocalBackend(t)
 	faults := emulator.NewFaults()
 	srv := mdemu.New(backend, mdemu.Options{APIKey: testSecret, Wrap: faults.Wrap})
 	t.Cleanup(func() { _ = srv.Close() })
-	return &harness{url: emulator.Serve(t, srv), faults: faults, server: srv}
+	return &harness{url: emulatortest.Serve(t, srv), faults: faults, server: srv}
 }
 
 // client returns our modal provider pointed at the harness. The SDK reads

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 )
 
 // TestOfficialJSSDK runs Modal's official JavaScript SDK (npm modal
@@ -20,7 +20,7 @@ import (
 // lookup by name and id; an entrypoint's stdio; terminate. The script must
 // exit by itself.
 func TestOfficialJSSDK(t *testing.T) {
-	project := &emulator.NodeProject{Dir: "conformance"}
+	project := &emulatortest.NodeProject{Dir: "conformance"}
 	project.Install(t)
 	h := newHarness(t)
 	env := h.server.Env(h.url)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/sandbox/providers"
-	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/providertest"
 	rlemu "github.com/agentbox/sandbox/providers/runloop/emulator"
 )
@@ -33,7 +33,7 @@ func BenchmarkVersusSDK(b *testing.B) {
 		providertest.BenchUpload(b, p, 50<<20)
 	})
 	b.Run("sdk", func(b *testing.B) {
-		project := &emulator.NodeProject{Dir: filepath.Join("conformance")}
+		project := &emulatortest.NodeProject{Dir: filepath.Join("conformance")}
 		project.Install(b)
 		var res struct {
 			FirstOutputMs float64 `json:"first_output_ms"`

@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/sandbox/providers/local"
 	"github.com/agentbox/sandbox/providers/runloop"
 	rlemu "github.com/agentbox/sandbox/providers/runloop/emulator"
+	rlemutest "github.com/agentbox/sandbox/providers/runloop/emulator/emulatortest"
 )
 
 func TestMain(m *testing.M) {
@@ -24,15 +25,15 @@ func TestMain(m *testing.M) {
 const testKey = "ak_0123456789abcdef0123456789abcdef"
 
 // harness is an emulator backed by the local provider (see
-// rlemu.Harness).
-type harness struct{ *rlemu.Harness }
+// rlemutest.Harness).
+type harness struct{ *rlemutest.Harness }
 
 func newHarness(t testing.TB, opts rlemu.Options) harness {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
-	return harness{rlemu.NewHarness(t, opts)}
+	return harness{rlemutest.NewHarness(t, opts)}
 }
 
 // client returns our runloop client pointed at the harness.

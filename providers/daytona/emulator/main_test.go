@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox/sandbox/providers/daytona/emulator"
 	shared "github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/local"
 )
 
@@ -25,12 +26,12 @@ const testKey = "dtn_test_key_0123456789abcdef"
 // returns its URL.
 func serve(t testing.TB, opts emulator.Options) (string, *shared.Faults, *emulator.Server) {
 	t.Helper()
-	backend := shared.LocalBackend(t)
+	backend := emulatortest.LocalBackend(t)
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
 	srv := emulator.New(backend, opts)
 	t.Cleanup(func() { _ = srv.Close() })
 	faults := shared.NewFaults()
-	return shared.Serve(t, faults.Wrap(srv)), faults, srv
+	return emulatortest.Serve(t, faults.Wrap(srv)), faults, srv
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbox/sandbox/providers/daytona/emulator"
-	shared "github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 )
 
 // TestOfficialSDK runs Daytona's official TypeScript SDK, unchanged,
@@ -19,7 +19,7 @@ import (
 // must exit by itself: the SDK's Socket.IO connection to the emulator's
 // events gateway has to let the process end.
 func TestOfficialSDK(t *testing.T) {
-	project := &shared.NodeProject{Dir: filepath.Join("..", "conformance")}
+	project := &emulatortest.NodeProject{Dir: filepath.Join("..", "conformance")}
 	project.Install(t)
 	url, faults, srv := serve(t, emulator.Options{})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)

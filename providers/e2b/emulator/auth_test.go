@@ -12,7 +12,7 @@ import (
 	"github.com/agentbox/sandbox/providers"
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/e2b/wire"
-	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/fake"
 )
 
@@ -42,7 +42,7 @@ func TestKeyAndTokenChecks(t *testing.T) {
 	t.Parallel()
 	srv := e2bemu.New(fake.New(), e2bemu.Options{APIKey: testKey})
 	t.Cleanup(func() { _ = srv.Close() })
-	url := emulator.Serve(t, srv)
+	url := emulatortest.Serve(t, srv)
 
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/sandboxes", strings.NewReader(`{"templateID":"base"}`))
 	req.Header.Set(wire.HeaderAPIKey, testKey)
@@ -111,7 +111,7 @@ func TestServedEmulatorRefusesAnyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = em.Close() })
-	url := emulator.Serve(t, em)
+	url := emulatortest.Serve(t, em)
 	key := em.Env(url)["E2B_API_KEY"]
 	for _, tt := range []struct {
 		key  string

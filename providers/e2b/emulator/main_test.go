@@ -8,6 +8,7 @@ import (
 
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/local"
 )
 
@@ -24,9 +25,9 @@ const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 // layer and returns its URL.
 func serve(t *testing.T) (string, *emulator.Faults, *e2bemu.Server) {
 	t.Helper()
-	backend := emulator.LocalBackend(t)
+	backend := emulatortest.LocalBackend(t)
 	srv := e2bemu.New(backend, e2bemu.Options{APIKey: testKey})
 	t.Cleanup(func() { _ = srv.Close() })
 	faults := emulator.NewFaults()
-	return emulator.Serve(t, faults.Wrap(srv)), faults, srv
+	return emulatortest.Serve(t, faults.Wrap(srv)), faults, srv
 }

@@ -13,7 +13,7 @@ import (
 
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/e2b/wire"
-	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/fake"
 )
 
@@ -28,7 +28,7 @@ func newEnvdClient(t *testing.T) *envdClient {
 	t.Helper()
 	srv := e2bemu.New(fake.New(), e2bemu.Options{APIKey: testKey})
 	t.Cleanup(func() { _ = srv.Close() })
-	url := emulator.Serve(t, srv)
+	url := emulatortest.Serve(t, srv)
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/sandboxes", strings.NewReader(`{"templateID":"base"}`))
 	req.Header.Set(wire.HeaderAPIKey, testKey)
 	resp, err := http.DefaultClient.Do(req)

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 )
 
 // sdkProject is the node project pinning the official E2B SDK.
-var sdkProject = &emulator.NodeProject{Dir: filepath.Join("..", "conformance")}
+var sdkProject = &emulatortest.NodeProject{Dir: filepath.Join("..", "conformance")}
 
 // TestOfficialSDK runs the official E2B JavaScript SDK, unchanged, through
 // the whole flow of conformance/sdk-flow.mjs against the emulator backed

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox/sandbox/providers/local"
 	"github.com/agentbox/sandbox/providers/runloop/emulator"
+	rlemutest "github.com/agentbox/sandbox/providers/runloop/emulator/emulatortest"
 )
 
 func TestMain(m *testing.M) {
@@ -20,10 +21,10 @@ func TestMain(m *testing.M) {
 const testKey = "ak_emulator_test_key"
 
 // serve starts an emulator backed by the local provider.
-func serve(t testing.TB, opts emulator.Options) *emulator.Harness {
+func serve(t testing.TB, opts emulator.Options) *rlemutest.Harness {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
-	return emulator.NewHarness(t, opts)
+	return rlemutest.NewHarness(t, opts)
 }

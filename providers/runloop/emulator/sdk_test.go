@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	shared "github.com/agentbox/sandbox/providers/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 	"github.com/agentbox/sandbox/providers/runloop/emulator"
 )
 
@@ -21,7 +21,7 @@ import (
 // suspend/resume and shutdown. The SDK speaks cleartext HTTP/2 to the
 // emulator; the script must exit by itself.
 func TestOfficialSDK(t *testing.T) {
-	project := &shared.NodeProject{Dir: filepath.Join("..", "conformance")}
+	project := &emulatortest.NodeProject{Dir: filepath.Join("..", "conformance")}
 	project.Install(t)
 	s := serve(t, emulator.Options{Log: testLog{t}})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package emulator
+package emulatortest
 
 import (
 	"net/http"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	shared "github.com/agentbox/sandbox/providers/emulator"
+	sharedtest "github.com/agentbox/sandbox/providers/emulator/emulatortest"
+	"github.com/agentbox/sandbox/providers/runloop/emulator"
 )
 
 // Harness is an emulator for one test: backed by the local provider, with
@@ -15,17 +17,21 @@ import (
 // requests too), served on a loopback port. The test binary's TestMain must
 // call local.MaybeRunInit.
 type Harness struct {
-	URL    string
-	Key    string
+	// URL is the emulator's base URL ("http://127.0.0.1:PORT").
+	URL string
+	// Key is the API key the emulator requires.
+	Key string
+	// Faults is the fault layer the requests pass through.
 	Faults *shared.Faults
-	Server *Server
+	// Server is the emulator itself.
+	Server *emulator.Server
 	// HTTP2 counts the requests that came over HTTP/2.
 	HTTP2 *atomic.Int64
 }
 
 // NewHarness starts a Harness with opts (Wrap is its own; an empty APIKey
 // is a fixed test key) and ends it with the test.
-func NewHarness(t testing.TB, opts Options) *Harness {
+func NewHarness(t testing.TB, opts emulator.Options) *Harness {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = "ak_test_0123456789abcdef"
@@ -39,8 +45,8 @@ func NewHarness(t testing.TB, opts Options) *Harness {
 			next.ServeHTTP(w, r)
 		}))
 	}
-	h.Server = New(shared.LocalBackend(t), opts)
+	h.Server = emulator.New(sharedtest.LocalBackend(t), opts)
 	t.Cleanup(func() { _ = h.Server.Close() })
-	h.URL = shared.Serve(t, h.Server)
+	h.URL = sharedtest.Serve(t, h.Server)
 	return h
 }
