@@ -95,6 +95,10 @@ func (p *Provider) discard(dir, id string) error {
 	return nil
 }
 
+// reaperNice is a reaper's nice value: the lowest priority but idle
+// (which a busy host could starve).
+const reaperNice = 19
+
 // startReaper starts a reaper for trash unless one is at work: a reaper
 // holds the trash lock while it removes and lists the trash again after
 // releasing it, so an entry renamed in while the lock was held is seen.
@@ -134,6 +138,10 @@ func (p *Provider) startReaper(trash string) {
 	if err := cmd.Start(); err != nil {
 		return // the next delete starts one
 	}
+	// Background work from its first instruction: its start (a
+	// process of this binary) and its removals yield the CPUs to the
+	// foreground, often this caller's next command.
+	_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, reaperNice)
 	if mapped {
 		// On failure the reaper, unmapped, removes what the user may.
 		_ = writeIDMaps(cmd.Process.Pid, p.uids, p.gids)
@@ -174,8 +182,8 @@ const reaperLockFD = 3
 // is the trash lock, already held (nil: it is opened and taken here).
 func runReaper(trash string, lock *os.File) int {
 	// Background work: it yields the CPU to whatever runs in the
-	// foreground.
-	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, 10)
+	// foreground (its starter set this already, see startReaper).
+	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, reaperNice)
 	awaitIDMap()
 	if lock == nil {
 		var err error
