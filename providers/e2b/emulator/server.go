@@ -61,7 +61,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -242,8 +241,25 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// hostPattern matches the first label of an envd host: <port>-<id>.
-var hostPattern = regexp.MustCompile(`^([0-9]+)-([a-z0-9]+)$`)
+// envdHost splits the first label of an envd host, <port>-<id> (digits,
+// then lower-case letters and digits).
+func envdHost(label string) (port, id string, ok bool) {
+	port, id, ok = strings.Cut(label, "-")
+	if !ok || port == "" || id == "" {
+		return "", "", false
+	}
+	for _, c := range port {
+		if c < '0' || c > '9' {
+			return "", "", false
+		}
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return "", "", false
+		}
+	}
+	return port, id, true
+}
 
 // ServeHTTP routes a request to envd or the control plane.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -259,8 +275,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" && port == "" {
 		host := r.Host
 		if i := strings.IndexByte(host, '.'); i > 0 {
-			if m := hostPattern.FindStringSubmatch(host[:i]); m != nil {
-				port, id = m[1], m[2]
+			if p, sid, ok := envdHost(host[:i]); ok {
+				port, id = p, sid
 			}
 		}
 	}
