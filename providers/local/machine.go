@@ -316,7 +316,6 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	if err != nil {
 		return err
 	}
-	p.fillConfig(dir, slotN, cfg, shared)
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -350,6 +349,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		cg.abandon()
 		return startError(id, err)
 	}
+	// The configuration is completed while the init starts (the masks
+	// read from their cache, among others).
+	p.fillConfig(dir, slotN, cfg, shared)
 	// Reap it whenever it ends, in a process that lives that long.
 	exited := make(chan struct{})
 	go func() {

@@ -203,6 +203,19 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		return 125
 	}
 	cfg.exeFD = exe
+	// The sandbox's network namespace is made on a thread of its own
+	// meanwhile the root is built (each takes a millisecond or more),
+	// and the encoder of the runners' configuration is readied.
+	type netResult struct {
+		s   *netStarter
+		err error
+	}
+	netReady := make(chan netResult, 1)
+	go func() {
+		s, err := newPrivateNet()
+		netReady <- netResult{s, err}
+	}()
+	go func() { _, _ = json.Marshal(&initConfig{}) }()
 	if err := buildRoot(cfg); err != nil {
 		rep.setupFail(err)
 		return 125
@@ -222,12 +235,12 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		return 125
 	}
 	m.nets = map[bool]*netStarter{true: {}}
-	private, err := newPrivateNet()
-	if err != nil {
-		rep.setupFail(err)
+	private := <-netReady
+	if private.err != nil {
+		rep.setupFail(private.err)
 		return 125
 	}
-	m.nets[false] = private
+	m.nets[false] = private.s
 	// The host moves this process into the sandbox's cgroups meanwhile
 	// (a migration waits for an RCU grace period, milliseconds), and
 	// checks its cached list of the host's secrets: every process of the
