@@ -121,7 +121,7 @@ func stoppedSince(dir string, ran machineRecord) bool {
 // feed copies the caller's stdin into the command's. It may outlive Exec
 // while blocked reading r; its next write then fails and it returns.
 func feed(w io.WriteCloser, r io.Reader) {
-	_, _ = io.CopyBuffer(struct{ io.Writer }{w}, r, make([]byte, outCopyBuf))
+	copyOut(w, r)
 	w.Close()
 }
 

@@ -375,10 +375,11 @@ func initAmbientCaps() []uintptr {
 // outPipeSize is the capacity asked for the pipes that carry an operation's
 // input and output, and outCopyBuf the size of the reads that empty them:
 // large chunks keep the copies (and whatever feeds or consumes them) to
-// few wake-ups.
+// few wake-ups. A copy starts with outCopyStart (see copyOut).
 const (
-	outPipeSize = 1 << 20
-	outCopyBuf  = 1 << 20
+	outPipeSize  = 1 << 20
+	outCopyBuf   = 1 << 20
+	outCopyStart = 64 << 10
 )
 
 // outputs are the pipes that carry an operation's stdout and stderr to
@@ -414,11 +415,32 @@ func (o *outputs) start(ws ...io.Writer) {
 	for i, r := range o.readers {
 		w := ws[i]
 		o.copying.Go(func() {
-			// Neither side's ReadFrom/WriteTo: they would copy in
-			// 32 KiB pieces.
-			_, _ = io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{r}, make([]byte, outCopyBuf))
+			copyOut(w, r)
 			r.Close()
 		})
+	}
+}
+
+// copyOut copies r into w until r ends or w fails, through a buffer that
+// starts at outCopyStart and grows to outCopyBuf once a read fills it: a
+// command that prints a line (most of them) costs no megabyte, one that
+// streams gets large reads. (Not the writer's ReadFrom nor the reader's
+// WriteTo: they would copy in 32 KiB pieces.)
+func copyOut(w io.Writer, r io.Reader) {
+	buf := make([]byte, outCopyStart)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if m, werr := w.Write(buf[:n]); werr != nil || m != n {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+		if n == len(buf) && len(buf) < outCopyBuf {
+			buf = make([]byte, outCopyBuf)
+		}
 	}
 }
 
