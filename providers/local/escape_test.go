@@ -483,7 +483,7 @@ func TestEscape(t *testing.T) {
 					want = c.wantRoot
 				}
 				if r.err != nil || r.stdout != want {
-					t.Errorf("#%d %s:\n got %q (err %v, stderr %q)\nwant %q", c.id, c.name, r.stdout, r.err, r.stderr, want)
+					t.Errorf("#%d %s:\n got %q (exit %d, err %v, stderr %q)\nwant %q", c.id, c.name, r.stdout, r.code, r.err, r.stderr, want)
 				}
 			}
 			if c.check != nil {
