@@ -23,10 +23,10 @@
 //   - pivots into it, sets the hostname, hides the host's secrets that the
 //     system directories would show (masks.go), makes the sandbox's own
 //     network namespace (loopback only) beside the host's, and restricts
-//     itself with Landlock, whose domain every process of the sandbox then
-//     shares;
+//     itself with Landlock;
 //   - starts runners (machineinit.go, runner.go): processes of the
-//     sandbox that drop every capability, set their resource limits
+//     sandbox that restrict themselves with Landlock, drop every
+//     capability, set their resource limits
 //     (limits.go) and the seccomp filter (seccomp.go), and then run one
 //     operation each, a command or a file operation, in the network the
 //     operation asks for. A command runs in a session of its own; what it

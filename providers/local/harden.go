@@ -74,9 +74,10 @@ func landlockRules(cfg *initConfig) []landlock.Rule {
 	return rules
 }
 
-// applyLandlock restricts the init and everything it starts, on every
-// thread, and returns the ABI version in force (0: the kernel has no
-// Landlock, nothing was enforced). Either way it sets no_new_privs.
+// applyLandlock restricts the calling process (an init, or a machine's
+// runner) and everything it starts, on every thread, and returns the ABI
+// version in force (0: the kernel has no Landlock, nothing was enforced).
+// Either way it sets no_new_privs.
 func applyLandlock(cfg *initConfig) (int, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil {
@@ -86,14 +87,24 @@ func applyLandlock(cfg *initConfig) (int, error) {
 		HandledAccessFS: landlock.V11.HandledAccessFS,
 		Scoped:          landlock.V11.Scoped,
 	}
-	if cfg.Mode == modeMachine {
-		// Without the kernel's thread sync (Landlock ABI 8), each of
-		// the init's threads gets a domain of its own, and a runner
-		// the one of the thread that started it: scoped signals would
-		// then fail between the sandbox's own processes, and from the
-		// init. The sandbox's PID namespace already keeps its signals
-		// among its own processes.
-		c.Scoped = landlock.ScopedSet(llsys.ScopeAbstractUnixSocket)
+	switch cfg.Mode {
+	case modeMachine:
+		// A machine's runners restrict themselves, each with a domain
+		// of its own (one may start before the init restricts itself,
+		// see runMachine); the init's scopes would reach across them.
+		// Signals need no scope: the sandbox's PID namespace keeps
+		// them among its own processes.
+		c.Scoped = 0
+	case modeSpare:
+		// Scopes stop at a runner's domain: a command of one runner
+		// could not reach the abstract sockets of another's. In the
+		// sandbox's own network namespace, which holds only the
+		// sandbox's abstract sockets, none is needed; in the host's,
+		// the abstract-socket scope keeps the host's out of reach.
+		c.Scoped = 0
+		if cfg.SharedNet {
+			c.Scoped = landlock.ScopedSet(llsys.ScopeAbstractUnixSocket)
+		}
 	}
 	rules := landlockRules(cfg)
 	if cfg.Weak {
@@ -166,14 +177,9 @@ func dropPrivileges(cfg *initConfig) error {
 // needs no_new_privs (it sets it), the bounding set needs CAP_SETPCAP, and
 // seccomp comes last so that it may deny what the steps before it use.
 func harden(cfg *initConfig) (int, error) {
-	abi := 0
-	if !cfg.inDomain {
-		var err error
-		if abi, err = applyLandlock(cfg); err != nil {
-			return 0, err
-		}
-	} else if v, err := llsys.LandlockGetABIVersion(); err == nil {
-		abi = v
+	abi, err := applyLandlock(cfg)
+	if err != nil {
+		return 0, err
 	}
 	if err := dropPrivileges(cfg); err != nil {
 		return 0, err

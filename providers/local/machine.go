@@ -360,16 +360,20 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	}()
 	// The init joins them as it starts and builds the machine (a
 	// migration waits for an RCU grace period, milliseconds); it starts
-	// no process before the start byte says it is in.
-	joined := make(chan error, 1)
+	// nothing before the start byte says it is in.
+	type joinResult struct {
+		set *cgroupSet
+		err error
+	}
+	joined := make(chan joinResult, 1)
 	go func() {
-		_, err := cg.join(cmd.Process.Pid)
-		joined <- err
+		set, err := cg.join(cmd.Process.Pid)
+		joined <- joinResult{set, err}
 	}()
 	fail := func(err error) error {
 		_ = cmd.Process.Kill()
 		<-exited
-		if err := <-joined; err == nil {
+		if j := <-joined; j.err == nil {
 			cg.abandon()
 		}
 		// The init records itself as it gets ready: the start failed
@@ -396,14 +400,34 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	if err := writeAll(ctlW, append(line, '\n')); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: send the machine configuration: %w", id, err))
 	}
-	// The init builds the machine meanwhile, and waits for the gate
-	// before it restricts itself and starts any process.
-	gate := machineGate{Masks: p.lateMasks(cfg)}
-	if err := <-joined; err != nil {
-		joined <- err
-		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
+	// The init starts its first runner, and builds the machine
+	// meanwhile; the runner goes into the cgroups with it, before either
+	// starts anything (see runMachine).
+	status := json.NewDecoder(statR)
+	var msg statusMsg
+	if err := status.Decode(&msg); err != nil || !msg.Forked {
+		_ = fail(nil)
+		if msg.Setup {
+			return setupErr(id, msg)
+		}
+		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine ended without reporting"}
 	}
-	joined <- nil
+	j := <-joined
+	joined <- j
+	if j.err != nil {
+		return fail(fmt.Errorf("local: sandbox %s: %w", id, j.err))
+	}
+	if j.set != nil {
+		for _, pid := range childrenOf(cmd.Process.Pid) {
+			if err := j.set.add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
+			}
+		}
+	}
+	if err := writeAll(ctlW, []byte{startByte}); err != nil {
+		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
+	}
+	gate := machineGate{Masks: p.lateMasks(cfg)}
 	line, err = json.Marshal(gate)
 	if err != nil {
 		return fail(fmt.Errorf("local: encode the machine's start: %w", err))
@@ -412,8 +436,8 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
 	}
 	ctlW.Close()
-	var msg statusMsg
-	if err := json.NewDecoder(statR).Decode(&msg); err != nil || !msg.Done {
+	msg = statusMsg{}
+	if err := status.Decode(&msg); err != nil || !msg.Done {
 		_ = fail(nil)
 		if msg.Setup {
 			return setupErr(id, msg)

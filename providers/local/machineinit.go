@@ -160,10 +160,9 @@ type bgCommand struct {
 	c       *child
 }
 
-// runMachine is the machine's whole life: it builds the sandbox (its root,
-// mounts and network), pivots into it, hardens itself with the sandbox's
-// Landlock domain (which every process of the sandbox then shares, so that
-// they may signal each other and reach each other's abstract sockets),
+// runMachine is the machine's whole life: it starts its first runner,
+// builds the sandbox (its root, mounts and network) meanwhile, pivots into
+// it, restricts itself with Landlock, lets the runner restrict itself,
 // reports readiness, and hands operations to runners until it is stopped,
 // idle for its auto-stop interval, or killed. It is PID 1 of the sandbox's
 // PID namespace: its exit ends every process of the sandbox.
@@ -204,8 +203,8 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	}
 	cfg.exeFD = exe
 	// The sandbox's network namespace is made on a thread of its own
-	// meanwhile the root is built (each takes a millisecond or more),
-	// and the encoder of the runners' configuration is readied.
+	// (a millisecond or more), and the encoder of the runners'
+	// configuration is readied meanwhile.
 	type netResult struct {
 		s   *netStarter
 		err error
@@ -216,6 +215,37 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		netReady <- netResult{s, err}
 	}()
 	go func() { _, _ = json.Marshal(&initConfig{}) }()
+	// The first runner (a new process of this binary, milliseconds to
+	// start) starts now, before the root is built, and gets its
+	// configuration, and restricts itself, only once the machine is
+	// complete: it lives in this mount namespace, so pivot_root moves it
+	// into the root with this process. (Never while the root is built: a
+	// process forked during pivot_root could keep the host's root.) The
+	// host moves it, and this process, into the sandbox's cgroups (a
+	// migration waits for an RCU grace period, milliseconds) while the
+	// machine is built, and says so with the start byte; neither starts
+	// anything before, so every process of the machine runs inside them.
+	m.nets = map[bool]*netStarter{true: {}}
+	awaitNet := func() error {
+		if m.nets[false] == nil {
+			private := <-netReady
+			if private.err != nil {
+				return private.err
+			}
+			m.nets[false] = private.s
+		}
+		return nil
+	}
+	first := spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}
+	if !first.shared {
+		if err := awaitNet(); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
+	}
+	release := make(chan struct{})
+	firstSpare := m.startSpareHeld(first, release)
+	rep.send(statusMsg{Forked: true})
 	if err := buildRoot(cfg); err != nil {
 		rep.setupFail(err)
 		return 125
@@ -234,18 +264,17 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		rep.setupFail(err)
 		return 125
 	}
-	m.nets = map[bool]*netStarter{true: {}}
-	private := <-netReady
-	if private.err != nil {
-		rep.setupFail(private.err)
+	if err := awaitNet(); err != nil {
+		rep.setupFail(err)
 		return 125
 	}
-	m.nets[false] = private.s
-	// The host moves this process into the sandbox's cgroups meanwhile
-	// (a migration waits for an RCU grace period, milliseconds), and
-	// checks its cached list of the host's secrets: every process of the
-	// machine must be born inside the cgroups, and see none of the
-	// secrets, which must be masked before Landlock forbids mounts.
+	if b, err := ctlr.ReadByte(); err != nil || b != startByte {
+		rep.setupFail(errors.New("the host did not place the machine in its cgroups"))
+		return 125
+	}
+	// The host checked its cached list of the host's secrets meanwhile:
+	// the machine must see none of them, and they must be masked before
+	// Landlock forbids mounts.
 	gate, err := readMachineGate(ctlr)
 	if err != nil {
 		rep.setupFail(err)
@@ -270,7 +299,8 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	if cfg.Limits.Disk > 0 {
 		go m.watchDisk(diskQuota{limit: int64(cfg.Limits.Disk), reserve: int64(cfg.Limits.DiskReserve), grace: diskGrace})
 	}
-	m.park(spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}, m.startSpare(spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}))
+	close(release) // the first runner's configuration goes now
+	m.park(first, firstSpare)
 	if err := m.record(); err != nil {
 		rep.setupFail(fmt.Errorf("record the machine: %w", err))
 		return 125
@@ -917,9 +947,8 @@ func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr)
 }
 
 // runRunner is a runner's life: it reads its configuration from the init,
-// hardens itself (no capabilities, limits, seccomp; it is in the
-// machine's Landlock domain already, with no_new_privs), becomes its user
-// and reports ready; then it serves operations as the init hands them
+// hardens itself (a Landlock domain of its own, with no_new_privs; no
+// capabilities; limits; seccomp), becomes its user and reports ready; then it serves operations as the init hands them
 // over: it receives one operation's descriptors, moves them to where an
 // init has them, runs the operation and tells the init that it is free
 // again, until an operation that ends it (a background command, a
@@ -951,7 +980,6 @@ func runRunner() int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	cfg.inDomain = true
 	abi, err := harden(&cfg)
 	if err != nil {
 		rep.setupFail(err)

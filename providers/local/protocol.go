@@ -27,7 +27,8 @@ const (
 	// commitByte confirms that the input stream is complete.
 	commitByte = 'C'
 	// startByte lets a gated cold init start its command (see
-	// initConfig.Gated).
+	// initConfig.Gated), and a machine's init start processes (it is in
+	// the sandbox's cgroups, see runMachine).
 	startByte = 'S'
 )
 
@@ -126,11 +127,8 @@ type initConfig struct {
 	HostPID   int    `json:"host_pid,omitempty"`
 	HostStart uint64 `json:"host_start,omitempty"`
 
-	// exeFD is the init's binary, kept for the runners (machine only);
-	// inDomain says that the process is in its machine's Landlock
-	// domain already (a runner).
-	exeFD    int
-	inDomain bool
+	// exeFD is the init's binary, kept for the runners (machine only).
+	exeFD int
 	// maskSrc is the empty file bound over masked files, kept by a
 	// machine's init until its late masks are in place (see
 	// machineGate).
@@ -138,9 +136,9 @@ type initConfig struct {
 }
 
 // machineGate is what the host sends a machine's init after its
-// configuration, once the init is in the sandbox's cgroups: the init
-// starts no process before it has it. Masks are the host's secrets that
-// the configuration's masks, read from a cache, lacked (see
+// configuration and the start byte: the init restricts itself, and lets
+// its first runner go on, only once it has it. Masks are the host's
+// secrets that the configuration's masks, read from a cache, lacked (see
 // Provider.lateMasks): the init hides them before it restricts itself.
 type machineGate struct {
 	Masks []string `json:"masks,omitempty"`
@@ -213,6 +211,10 @@ type statusMsg struct {
 	Errno int    `json:"errno,omitempty"`
 	// Landlock is the Landlock ABI version enforced (0: none).
 	Landlock int `json:"landlock,omitempty"`
+	// Forked, from a machine's init, says that it started its first
+	// runner, which the host is to move into the sandbox's cgroups with
+	// it (see runMachine).
+	Forked bool `json:"forked,omitempty"`
 
 	Info    *providers.FileInfo   `json:"info,omitempty"`
 	Infos   []providers.FileInfo  `json:"infos,omitempty"`

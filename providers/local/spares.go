@@ -71,6 +71,13 @@ type spare struct {
 
 // startSpare starts a runner for key.
 func (m *machine) startSpare(key spareKey) *spare {
+	return m.startSpareHeld(key, nil)
+}
+
+// startSpareHeld starts a runner for key, and sends it its configuration
+// once release is closed (at once if it is nil): the machine's first
+// runner starts while the machine is being built (see runMachine).
+func (m *machine) startSpareHeld(key spareKey, release <-chan struct{}) *spare {
 	sp := &spare{ready: make(chan error, 1)}
 	fail := func(err error) *spare {
 		sp.ready <- err
@@ -82,16 +89,6 @@ func (m *machine) startSpare(key spareKey) *spare {
 	}
 	sp.sock = os.NewFile(uintptr(fds[0]), "runner")
 	peer := os.NewFile(uintptr(fds[1]), "init")
-	cfg := *m.cfg
-	cfg.Mode = modeSpare
-	cfg.SharedNet = key.shared
-	cfg.User = key.user
-	cfg.IdleNS = 0
-	line, err := json.Marshal(&cfg)
-	if err != nil {
-		peer.Close()
-		return fail(err)
-	}
 	attr := &os.ProcAttr{
 		Env:   []string{},
 		Files: []*os.File{nil, nil, nil, peer},
@@ -108,6 +105,19 @@ func (m *machine) startSpare(key spareKey) *spare {
 	}
 	sp.c = c
 	go func() {
+		if release != nil {
+			<-release
+		}
+		cfg := *m.cfg
+		cfg.Mode = modeSpare
+		cfg.SharedNet = key.shared
+		cfg.User = key.user
+		cfg.IdleNS = 0
+		line, err := json.Marshal(&cfg)
+		if err != nil {
+			sp.ready <- fmt.Errorf("configure a runner: %w", err)
+			return
+		}
 		if _, err := sp.sock.Write(append(line, '\n')); err != nil {
 			sp.ready <- fmt.Errorf("configure a runner: %w", err)
 			return
