@@ -207,6 +207,25 @@ func TestCgroupsReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := info.ID + "-" + machineCgroup
+	// Every process of the machine, its first runner too (started
+	// before the init was in its cgroups, and moved with it), is in the
+	// machine's cgroup.
+	rec, err := readMachineRecord(filepath.Join(p.dir, info.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := []int{rec.pid}
+	for i := 0; i < len(procs); i++ {
+		procs = append(procs, childrenOf(procs[i])...)
+	}
+	if len(procs) < 2 {
+		t.Errorf("the machine runs %v, want its init and a runner", procs)
+	}
+	for _, pid := range procs {
+		if got := readCg(t, "/proc/"+strconv.Itoa(pid)+"/cgroup"); !strings.Contains(got, want) {
+			t.Errorf("process %d of the machine is in\n%s\nwant the machine's cgroup", pid, got)
+		}
+	}
 	for range 2 {
 		got := mustRun(t, p, info.ID, "cat /proc/self/cgroup; cat /proc/1/cgroup")
 		if n := strings.Count(got, want); n < 2 {

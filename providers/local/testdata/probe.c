@@ -163,6 +163,16 @@ int main(int argc, char **argv) {
 		printf("\n");
 		return 0;
 	}
+	if (!strcmp(op, "listen-unix")) { /* abstract (@name): accepts one connection */
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		strncpy(a.sun_path + 1, arg + 1, sizeof a.sun_path - 2);
+		socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(arg + 1);
+		if (bind(s, (struct sockaddr *)&a, len) || listen(s, 1)) return report(-1);
+		printf("listening\n");
+		fflush(stdout);
+		return report(accept(s, NULL, NULL) < 0 ? -1 : 0);
+	}
 	if (!strcmp(op, "connect-unix")) {
 		int s = socket(AF_UNIX, SOCK_STREAM, 0);
 		struct sockaddr_un a = {.sun_family = AF_UNIX};
