@@ -24,7 +24,7 @@
 #   concurrent 64 concurrent execs into one sandbox, then across 16
 #              sandboxes: all succeed, p50/p99
 #   idle       what a running sandbox with nothing in it holds on the host:
-#              the RSS of its init and runners, at once and once idle
+#              the RSS and PSS of its init and runners, at once and once idle
 #              (target ≤ 10 MiB)
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
@@ -199,22 +199,28 @@ if want concurrent; then
 	cmds=()
 	for i in $(seq 0 63); do cmds+=("$sb --sandbox-id ${ids[i % 16]} exec -- true"); done
 	"$work/fanout" -rounds "$ROUNDS" "${cmds[@]}"
+	# Gone before the next section: sixteen running machines would share
+	# the binary's pages with the idle one, which could then not page
+	# them out (MADV_PAGEOUT leaves pages other processes map).
+	"$sb" delete "${ids[@]}" >/dev/null
 fi
 if want idle; then
 	section "idle: host RSS of a running sandbox with nothing in it (its init and runners); target <= 10 MiB"
 	idle=$("$sb" create 2>/dev/null)
 	"$sb" --sandbox-id "$idle" exec -- true
-	# rss PID: the RSS (KiB) of PID and all its descendants.
-	rss() {
+	# mem FIELD PID: FIELD (Rss or Pss, KiB) of PID and all its
+	# descendants; Pss shares the pages several processes map among them.
+	mem() {
 		local total=0 p kids
-		total=$(awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
-		kids=$(cat /proc/"$1"/task/*/children 2>/dev/null || true)
-		for p in $kids; do total=$((total + $(rss "$p"))); done
+		total=$(awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/smaps_rollup" 2>/dev/null || echo 0)
+		kids=$(cat /proc/"$2"/task/*/children 2>/dev/null || true)
+		for p in $kids; do total=$((total + $(mem "$1" "$p"))); done
 		echo "$total"
 	}
+	both() { echo "$(mem Rss "$1") $(mem Pss "$1")" | awk '{printf "RSS %6.1f MiB  PSS %6.1f MiB", $1 / 1024, $2 / 1024}'; }
 	pid=$(awk '{print $1}' "$XDG_STATE_HOME/sandbox/local/$idle/machine.pid")
-	printf 'after an exec      %6.1f MiB (init and its spare runner)\n' "$(echo "$(rss "$pid")" | awk '{print $1 / 1024}')"
+	printf 'after an exec      %s (init and its spare runners)\n' "$(both "$pid")"
 	sleep "$IDLE"
-	printf 'idle for %ss       %6.1f MiB\n' "$IDLE" "$(echo "$(rss "$pid")" | awk '{print $1 / 1024}')"
+	printf 'idle for %ss       %s\n' "$IDLE" "$(both "$pid")"
 	"$sb" delete "$idle" >/dev/null
 fi
