@@ -30,7 +30,8 @@
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
 # Knobs: PROGRAM (sandbox, or sandbox-modal to time the program with Modal's SDK
 # built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
-# SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
+# INPROC_RUNS (iterations of the in-process benchmarks, 300: a few dozen
+# leave the pool's start-up in the mean), SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
 # before the idle measure, 40: runners unused for 30 s are dropped, then the init pages out its code).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
 # in bench/ for srt), builds the CLI the way the release does (static,
@@ -50,6 +51,7 @@ SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
 GAP=${GAP:-50ms}
 IDLE=${IDLE:-40}
+INPROC_RUNS=${INPROC_RUNS:-300}
 BWRAP="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true"
 
 # What the benchmarks need.
@@ -102,7 +104,7 @@ fi
 
 if want inproc; then
 	section "in process (go test -bench, provider calls): exec true and a small read <= 2 ms; start + exec reported"
-	(cd "$root" && go test -run '^$' -bench 'BenchmarkExecTrue$|BenchmarkReadFile$|BenchmarkStartExec$' -benchtime "${RUNS}x" ./providers/local/) |
+	(cd "$root" && go test -run '^$' -bench 'BenchmarkExecTrue$|BenchmarkReadFile$|BenchmarkStartExec$' -benchtime "${INPROC_RUNS}x" ./providers/local/) |
 		awk '/^Benchmark/ { printf "%-28s %8.2f ms/op\n", $1, $3 / 1e6 }'
 fi
 if want start; then
