@@ -404,13 +404,21 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	// meanwhile; the runner goes into the cgroups with it, before either
 	// starts anything (see runMachine).
 	status := json.NewDecoder(statR)
-	var msg statusMsg
-	if err := status.Decode(&msg); err != nil || !msg.Forked {
-		_ = fail(nil)
-		if msg.Setup {
-			return setupErr(id, msg)
+	// reported reads the init's next status line, which must say what
+	// ok wants; anything else ends the start.
+	reported := func(ok func(statusMsg) bool) error {
+		var msg statusMsg
+		if err := status.Decode(&msg); err != nil || !ok(msg) {
+			_ = fail(nil)
+			if msg.Setup {
+				return setupErr(id, msg)
+			}
+			return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine ended without reporting"}
 		}
-		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine ended without reporting"}
+		return nil
+	}
+	if err := reported(func(m statusMsg) bool { return m.Forked }); err != nil {
+		return err
 	}
 	j := <-joined
 	joined <- j
@@ -436,17 +444,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
 	}
 	ctlW.Close()
-	msg = statusMsg{}
-	if err := status.Decode(&msg); err != nil || !msg.Done {
-		_ = fail(nil)
-		if msg.Setup {
-			return setupErr(id, msg)
-		}
-		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine ended without reporting"}
-	}
-	// The init recorded itself before it said so (see
+	// The init recorded itself before it said it is done (see
 	// machine.record).
-	return nil
+	return reported(func(m statusMsg) bool { return m.Done })
 }
 
 // writeAll writes b to a pipe the init reads.

@@ -311,7 +311,8 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	return m.serve()
 }
 
-// readMachineGate reads the machineGate that follows a machine's configuration.
+// readMachineGate reads the machineGate that follows a machine's
+// configuration and start byte.
 func readMachineGate(r *bufio.Reader) (machineGate, error) {
 	var g machineGate
 	line, err := r.ReadBytes('\n')
@@ -948,11 +949,11 @@ func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr)
 
 // runRunner is a runner's life: it reads its configuration from the init,
 // hardens itself (a Landlock domain of its own, with no_new_privs; no
-// capabilities; limits; seccomp), becomes its user and reports ready; then it serves operations as the init hands them
-// over: it receives one operation's descriptors, moves them to where an
-// init has them, runs the operation and tells the init that it is free
-// again, until an operation that ends it (a background command, a
-// terminal) or the init lets it go.
+// capabilities; limits; seccomp), becomes its user and reports ready; then
+// it serves operations as the init hands them over: it receives one
+// operation's descriptors, moves them to where an init has them, runs the
+// operation and tells the init that it is free again, until an operation
+// that ends it (a background command, a terminal) or the init lets it go.
 func runRunner() int {
 	// The init ignores these, and an ignored signal stays ignored
 	// through fork and exec (the Go runtime keeps an inherited SIG_IGN
