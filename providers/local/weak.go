@@ -223,19 +223,53 @@ func killDescendants() {
 	}
 }
 
-// childrenOf lists the children of pid from /proc.
+// childrenOf lists the children of pid from /proc: from its threads'
+// children files, or, on a kernel without them (CONFIG_PROC_CHILDREN),
+// from the parent of every process.
 func childrenOf(pid int) []int {
 	var out []int
 	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	listed := false
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)
 		if err != nil {
 			continue
 		}
+		listed = true
 		for _, f := range strings.Fields(string(b)) {
 			if n, err := strconv.Atoi(f); err == nil {
 				out = append(out, n)
 			}
+		}
+	}
+	if listed {
+		return out
+	}
+	return childrenByParent(pid, "/proc")
+}
+
+// childrenByParent lists the processes under proc (a procfs) whose parent
+// is pid.
+func childrenByParent(pid int, proc string) []int {
+	var out []int
+	entries, _ := os.ReadDir(proc)
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parens.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
 		}
 	}
 	return out
