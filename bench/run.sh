@@ -17,6 +17,10 @@
 #              against one bwrap exec (target ≤ 3×); once with the state
 #              directory on the disk and once on tmpfs, to show what the
 #              disk's metadata operations (mkdir, rename, rmdir) cost
+#   cpu        the CPU time the whole host spends per exec, start + exec and
+#              create + exec + delete, and per bwrap exec (/proc/stat, steal
+#              left out): steadier than wall time on a shared host, for
+#              comparing two builds; the host must be otherwise idle
 #   srt        the running-sandbox exec against srt (@anthropic-ai/sandbox-runtime)
 #   stream     1 GiB through exec's stdout against `cat`, a 1 GiB upload and
 #              download against `cp` (target ≥ 0.5× the throughput), with
@@ -30,6 +34,7 @@
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
 # Knobs: PROGRAM (sandbox, or sandbox-modal to time the program with Modal's SDK
 # built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
+# CPU_RUNS (runs per cpu measure, 40; the kernel counts in clock ticks),
 # INPROC_RUNS (iterations of the in-process benchmarks, 300: a few dozen
 # leave the pool's start-up in the mean), SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
 # before the idle measure, 40: runners unused for 30 s are dropped, then the init pages out its code).
@@ -42,7 +47,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(exec inproc start create srt stream concurrent idle)
+[ ${#sections[@]} -gt 0 ] || sections=(exec inproc start create cpu srt stream concurrent idle)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 RUNS=${RUNS:-40}
@@ -52,6 +57,7 @@ ROUNDS=${ROUNDS:-3}
 GAP=${GAP:-50ms}
 IDLE=${IDLE:-40}
 INPROC_RUNS=${INPROC_RUNS:-300}
+CPU_RUNS=${CPU_RUNS:-40}
 BWRAP="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true"
 
 # What the benchmarks need.
@@ -91,7 +97,7 @@ go build -o "$work/pair" ./bench/pair
 go build -o "$work/fanout" ./bench/fanout
 section() { printf '\n== %s\n' "$*"; }
 
-if want exec || want srt; then
+if want exec || want srt || want cpu; then
 	id=$("$sb" create 2>/dev/null)
 fi
 
@@ -121,6 +127,34 @@ if want create; then
 		"$work/pair" -n "$RUNS" -gap "$GAP" "XDG_STATE_HOME=$shm $sb exec -- true 2>/dev/null" "$BWRAP"
 		rm -rf "$shm"
 	fi
+fi
+
+if want cpu; then
+	section "CPU time of the whole host per run (all processes and the kernel; needs an otherwise idle host), against one bwrap exec; reported"
+	# busy: the host's busy jiffies so far (user, nice, system, irq,
+	# softirq; not steal, which a neighbour's load adds to wall time).
+	busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+	# cpu_per LABEL COMMAND [BEFORE]: CPU ms per run of COMMAND, over
+	# CPU_RUNS runs, each after BEFORE (not counted: CPU time is taken
+	# around COMMAND alone).
+	cpu_per() {
+		local total=0 b0 i
+		for ((i = 0; i < CPU_RUNS; i++)); do
+			[ -z "${3:-}" ] || eval "$3" >/dev/null 2>&1
+			sleep 0.05
+			b0=$(busy)
+			eval "$2" >/dev/null 2>&1
+			sleep 0.1 # what the run left running (a successor runner, a reaper)
+			total=$((total + $(busy) - b0))
+		done
+		awk -v label="$1" -v t="$total" -v n="$CPU_RUNS" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%-28s %7.1f ms CPU\n", label, t * 1000 / hz / n}'
+	}
+	cpu_per "bwrap exec" "$BWRAP"
+	cpu_per "exec, running sandbox" "$sb --sandbox-id $id exec -- true"
+	cstop=$("$sb" create 2>/dev/null)
+	cpu_per "start + exec" "$sb --sandbox-id $cstop exec -- true" "$sb --sandbox-id $cstop stop"
+	"$sb" delete "$cstop" >/dev/null
+	cpu_per "create + exec + delete" "$sb exec -- true"
 fi
 
 if want srt; then
