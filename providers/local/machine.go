@@ -200,7 +200,7 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 	// A stop may retire the machine between its start and the dial:
 	// start it again.
 	for attempt := 1; ; attempt++ {
-		if err := p.ensureMachine(dir, id); err != nil {
+		if err := p.ensureMachine(dir, id, false); err != nil {
 			return nil, err
 		}
 		c, err := p.dialMachine(dir)
@@ -215,11 +215,9 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 
 // ensureMachine starts the sandbox's machine unless it runs. Starts are
 // serialised by the machine lock: a second start waits for the first and
-// finds its machine.
-func (p *Provider) ensureMachine(dir, id string) error {
-	// The init is moved into cgroups: start the wait that move involves
-	// now (see prewarm).
-	p.cg.prewarm()
+// finds its machine. warmed says that the caller prewarmed the cgroup move
+// already (Create, which always starts one, does it at its beginning).
+func (p *Provider) ensureMachine(dir, id string, warmed bool) error {
 	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -254,6 +252,12 @@ func (p *Provider) ensureMachine(dir, id string) error {
 		// rebooted. The files are intact; the start says so.
 		_ = os.WriteFile(filepath.Join(dir, crashedFile), nil, 0o600)
 		_ = os.Remove(filepath.Join(dir, machinePidFile))
+	}
+	if !warmed {
+		// The init is moved into cgroups: start the wait that move
+		// involves now (see prewarm). Only when one starts: a CLI
+		// whose warming write still waits cannot exit.
+		p.cg.prewarm()
 	}
 	return p.spawnMachine(dir, id, m)
 }
@@ -754,7 +758,7 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	if p.weak {
 		return nil
 	}
-	return p.ensureMachine(dir, id)
+	return p.ensureMachine(dir, id, false)
 }
 
 // Stop ends every process of the sandbox (SIGTERM, then SIGKILL after a
