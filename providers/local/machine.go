@@ -365,19 +365,17 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	// The init joins them as it starts and builds the machine (a
 	// migration waits for an RCU grace period, milliseconds); it starts
 	// nothing before the start byte says it is in.
-	type joinResult struct {
-		set *cgroupSet
-		err error
-	}
-	joined := make(chan joinResult, 1)
+	joining := make(chan struct{})
+	var joinedSet *cgroupSet
+	var joinErr error
 	go func() {
-		set, err := cg.join(cmd.Process.Pid)
-		joined <- joinResult{set, err}
+		joinedSet, joinErr = cg.join(cmd.Process.Pid)
+		close(joining)
 	}()
 	fail := func(err error) error {
 		_ = cmd.Process.Kill()
 		<-exited
-		if j := <-joined; j.err == nil {
+		if <-joining; joinErr == nil {
 			cg.abandon()
 		}
 		// The init records itself as it gets ready: the start failed
@@ -424,14 +422,13 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	if err := reported(func(m statusMsg) bool { return m.Forked }); err != nil {
 		return err
 	}
-	j := <-joined
-	joined <- j
-	if j.err != nil {
-		return fail(fmt.Errorf("local: sandbox %s: %w", id, j.err))
+	<-joining
+	if joinErr != nil {
+		return fail(fmt.Errorf("local: sandbox %s: %w", id, joinErr))
 	}
-	if j.set != nil {
+	if joinedSet != nil {
 		for _, pid := range childrenOf(cmd.Process.Pid) {
-			if err := j.set.add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+			if err := joinedSet.add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
 			}
 		}

@@ -203,8 +203,7 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	}
 	cfg.exeFD = exe
 	// The sandbox's network namespace is made on a thread of its own
-	// (a millisecond or more), and the encoder of the runners'
-	// configuration is readied meanwhile.
+	// (a millisecond or more).
 	type netResult struct {
 		s   *netStarter
 		err error
@@ -214,7 +213,6 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		s, err := newPrivateNet()
 		netReady <- netResult{s, err}
 	}()
-	go func() { _, _ = json.Marshal(&initConfig{}) }()
 	// The first runner (a new process of this binary, milliseconds to
 	// start) starts now, before the root is built, and gets its
 	// configuration, and restricts itself, only once the machine is
