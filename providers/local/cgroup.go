@@ -277,10 +277,11 @@ type cgroupPrep struct {
 	err   error
 }
 
-// prepare starts making the cgroups named name with the limits of res,
-// meanwhile the caller starts the process that joins them: making them
-// (a mkdir per controller, the memory one the slowest) costs a machine's
-// start as much as the start of its init.
+// prepare starts making the cgroups named name with the limits of res
+// while the caller starts the process that joins them. Making them is
+// quick (a mkdir and a write per controller, well under a millisecond
+// alone) but takes the cgroup mutex, which a warming write holds through
+// its RCU grace period (see prewarm): it must not hold up the start.
 func (c cgroups) prepare(name string, res providers.Resources) *cgroupPrep {
 	pr := &cgroupPrep{c: c, name: name, files: c.limitFiles(res), done: make(chan struct{})}
 	if len(pr.files) == 0 {
