@@ -494,3 +494,30 @@ func TestEtcBaseSanitizes(t *testing.T) {
 		t.Errorf("a changed file kept the base %q (got %q)", base, changed)
 	}
 }
+
+// TestLateMasks: a machine starts with the masks its provider read from
+// the cache, while the check of that cache runs beside the start (root's
+// only: another user's masks are computed before it). A secret the host
+// made after the cache was written is masked before any command runs.
+func TestLateMasks(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Logf("only root's cached masks are checked beside the start")
+		return
+	}
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{}) // its start writes the cache
+	stopSandbox(t, p, id)
+	secret := filepath.Join("/etc", "sandbox-late-"+token(t))
+	plantFile(t, secret, "late secret\n", 0o600)
+	t.Cleanup(func() { os.Remove(secret) })
+	// A new provider (a new CLI) reads the cache, which lacks it.
+	q, err := New(providers.Config{StateDir: filepath.Dir(p.dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	// Masked: an empty file the sandbox may not read.
+	if r := run(t, q, id, "cat "+secret); strings.Contains(r.stdout+r.stderr, "late secret") || r.code == 0 && r.stdout != "" {
+		t.Errorf("a secret made after the mask cache: exit %d, %q %q, want it masked", r.code, r.stdout, r.stderr)
+	}
+}
