@@ -48,9 +48,10 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			env.Setenv("HOME", filepath.Join(env.WorkDir, ".home"))
 			env.Setenv("HOST_ONLY_VAR", "host-only-value")
-			// No pooled init outlives a script: one would be made in
-			// the state directory while the work directory is removed.
-			env.Setenv("SANDBOX_LOCAL_POOL", "0")
+			// No standby machine outlives a script: one would be
+			// made in the state directory while the work directory
+			// is removed.
+			env.Setenv("SANDBOX_LOCAL_STANDBY", "0")
 			// A free loopback address for scripts that start `sandbox serve`.
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {

@@ -61,8 +61,8 @@ func (c *runner) command(args ...string) *exec.Cmd {
 		"HOME=" + c.dir,
 		"XDG_STATE_HOME=" + c.state,
 		"XDG_CONFIG_HOME=" + filepath.Join(c.dir, "config"),
-		// No pooled init outlives a test (see TestScripts).
-		"SANDBOX_LOCAL_POOL=0",
+		// No standby machine outlives a test (see TestScripts).
+		"SANDBOX_LOCAL_STANDBY=0",
 	}
 	return cmd
 }

@@ -22,7 +22,7 @@ func TestClassifyDotEnv(t *testing.T) {
 		{"MODAL_TOKEN_SECRET", DotEnvSetting},
 		{"SANDBOX_PROVIDER", DotEnvSetting},
 		{"SANDBOX_LOCAL_WEAK", DotEnvIgnored},
-		{"SANDBOX_LOCAL_POOL", DotEnvIgnored},
+		{"SANDBOX_LOCAL_STANDBY", DotEnvIgnored},
 		{"SANDBOX_ANYTHING_NEW", DotEnvIgnored},
 		{"XDG_STATE_HOME", DotEnvIgnored},
 		{"XDG_CONFIG_HOME", DotEnvIgnored},
@@ -51,7 +51,7 @@ func TestClassifyDotEnv(t *testing.T) {
 func TestDotEnvCannotWeakenIsolation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	dotenv := "SANDBOX_LOCAL_WEAK=1\nXDG_STATE_HOME=" + filepath.Join(dir, "evil-state") + "\nSANDBOX_LOCAL_POOL=0\n" +
+	dotenv := "SANDBOX_LOCAL_WEAK=1\nXDG_STATE_HOME=" + filepath.Join(dir, "evil-state") + "\nSANDBOX_LOCAL_STANDBY=0\n" +
 		"HOME=" + filepath.Join(dir, "evil-home") + "\nPATH=" + filepath.Join(dir, "bin") + "\n" +
 		"E2B_API_KEY=from-dotenv\nE2B_DOMAIN=dotenv.example\nSANDBOX_PROVIDER=e2b\nPROJECT_TOKEN=for-the-sandbox\n"
 	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte(dotenv), 0o600); err != nil {
@@ -70,7 +70,7 @@ func TestDotEnvCannotWeakenIsolation(t *testing.T) {
 		want string
 	}{
 		{"SANDBOX_LOCAL_WEAK", ""},
-		{"SANDBOX_LOCAL_POOL", ""},
+		{"SANDBOX_LOCAL_STANDBY", ""},
 		{"XDG_STATE_HOME", ""},
 		{"PATH", ""},
 		{"HOME", "/home/user"},
@@ -88,7 +88,7 @@ func TestDotEnvCannotWeakenIsolation(t *testing.T) {
 	if err != nil || dirs.State != "/home/user/.local/state/sandbox" {
 		t.Errorf("ResolveDirs = %+v, %v; want the state under the real HOME", dirs, err)
 	}
-	want := []string{"HOME", "PATH", "SANDBOX_LOCAL_POOL", "SANDBOX_LOCAL_WEAK", "XDG_STATE_HOME"}
+	want := []string{"HOME", "PATH", "SANDBOX_LOCAL_STANDBY", "SANDBOX_LOCAL_WEAK", "XDG_STATE_HOME"}
 	if got := env.Ignored(); !slices.Equal(got, want) {
 		t.Errorf("Ignored() = %q, want %q", got, want)
 	}

@@ -367,6 +367,60 @@ func (c cgroups) dirOf(ctl, name string) string {
 	return filepath.Join(c.v2Parent, cgroupParent+"-"+name)
 }
 
+// dirsOf are the directories cgroup name has (or would have), one per
+// controller.
+func (c cgroups) dirsOf(name string) []string {
+	switch c.kind {
+	case cgroupV1:
+		var dirs []string
+		for _, ctl := range cgroupControllers {
+			if c.controllers[ctl] {
+				dirs = append(dirs, c.dirOf(ctl, name))
+			}
+		}
+		return dirs
+	case cgroupV2:
+		return []string{c.dirOf("", name)}
+	}
+	return nil
+}
+
+// rename renames the cgroups of name, with the processes in them, to to
+// (cgroup v1 only: v2 cannot), replacing what empty ones to has, and
+// writes files in them; it returns their directories. Nothing moves, so
+// nothing waits for the grace period a migration does.
+func (c cgroups) rename(name, to string, files []cgroupFile) ([]string, error) {
+	if c.kind == cgroupNone {
+		return nil, nil
+	}
+	if c.kind != cgroupV1 {
+		return nil, fmt.Errorf("rename cgroup %s: only cgroup v1 renames", name)
+	}
+	var dirs []string
+	for _, ctl := range cgroupControllers {
+		from := c.dirOf(ctl, name)
+		if _, err := os.Stat(from); err != nil {
+			continue
+		}
+		dest := c.dirOf(ctl, to)
+		_ = unix.Rmdir(dest) // left by a machine that ended; never one in use (the machine lock)
+		if err := os.Rename(from, dest); err != nil {
+			return dirs, fmt.Errorf("rename cgroup %s: %w", from, err)
+		}
+		dirs = append(dirs, dest)
+	}
+	for _, f := range files {
+		dest := c.dirOf(f.ctl, to)
+		if !slices.Contains(dirs, dest) {
+			return dirs, fmt.Errorf("cgroup %s: no %s cgroup to rename", f.name, f.ctl)
+		}
+		if err := os.WriteFile(filepath.Join(dest, f.name), []byte(f.val), 0o644); err != nil {
+			return dirs, fmt.Errorf("cgroup %s: %w", f.name, err)
+		}
+	}
+	return dirs, nil
+}
+
 // cgroupFile is one limit to write.
 type cgroupFile struct{ ctl, name, val string }
 
@@ -473,7 +527,8 @@ func (c cgroups) removeEmpty() {
 	case cgroupV1:
 		var all []string
 		for _, ctl := range cgroupControllers {
-			all = append(all, filepath.Join(c.root, ctl, cgroupParent, "sb-*"))
+			all = append(all, filepath.Join(c.root, ctl, cgroupParent, "sb-*"),
+				filepath.Join(c.root, ctl, cgroupParent, "standby-*"))
 		}
 		removeIdle(all)
 	case cgroupV2:

@@ -56,8 +56,14 @@ func runInit() int {
 	// Nothing but stdio may reach the command: neither pipe, nor any
 	// descriptor the host process left without close-on-exec.
 	closeOnExecFrom(ctlFD)
-	rep := &reporter{w: status}
+	return runConfigured(ctl, status, nil)
+}
 
+// runConfigured reads an init's configuration from ctl and lives the life
+// it says; sb is a claimed standby machine's init (see standby.go), which
+// can only become a machine.
+func runConfigured(ctl, status *os.File, sb *standby) int {
+	rep := &reporter{w: status}
 	ctlr := bufio.NewReader(ctl)
 	line, err := ctlr.ReadBytes('\n')
 	if err != nil {
@@ -69,8 +75,18 @@ func runInit() int {
 		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
 		return 125
 	}
-	if cfg.Mode == modeMachine {
-		return runMachine(&cfg, rep, ctlr, ctl, status)
+	switch {
+	case cfg.Mode == modeMachine:
+		return runMachine(&cfg, rep, ctlr, ctl, status, sb)
+	case sb != nil:
+		rep.setupFail(fmt.Errorf("a standby machine claimed for %q", cfg.Mode))
+		return 125
+	case cfg.Mode == modeStandby:
+		// Its pipes go (runStandby holds their places at once): a
+		// claim brings the ones it will use.
+		ctl.Close()
+		status.Close()
+		return runStandby(&cfg)
 	}
 	if !cfg.Weak {
 		rep.setupFail(errors.New("an operation outside a sandbox's machine"))

@@ -253,20 +253,24 @@ func (p *Provider) ensureMachine(dir, id string, warmed bool) error {
 		_ = os.WriteFile(filepath.Join(dir, crashedFile), nil, 0o600)
 		_ = os.Remove(filepath.Join(dir, machinePidFile))
 	}
-	if !warmed {
+	if !warmed && !p.haveStandby() {
 		// The init is moved into cgroups: start the wait that move
 		// involves now (see prewarm). Only when one starts: a CLI
 		// whose warming write still waits cannot exit.
 		p.cg.prewarm()
 	}
-	return p.spawnMachine(dir, id, m)
+	// The check of the host's secrets runs beside the rest of the start
+	// (see lateMasks).
+	since := time.Now()
+	p.loadMasks(since)
+	return p.spawnMachine(dir, id, m, since)
 }
 
 // spawnMachine starts the sandbox's init on a new listening socket and
 // waits until the machine is built (the init records itself, see
 // machine.record). It is detached: its own session, no parent-death
 // signal, stdio on /dev/null.
-func (p *Provider) spawnMachine(dir, id string, m meta) error {
+func (p *Provider) spawnMachine(dir, id string, m meta, since time.Time) error {
 	sock := filepath.Join(dir, machineSockName(p.identity))
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local: sandbox %s: stale machine socket: %w", id, err)
@@ -288,7 +292,7 @@ func (p *Provider) spawnMachine(dir, id string, m meta) error {
 		return fmt.Errorf("local: sandbox %s: machine socket: %w", id, err)
 	}
 	defer lnFile.Close()
-	if err := p.startInit(dir, id, m, lnFile); err != nil {
+	if err := p.startInit(dir, id, m, lnFile, since); err != nil {
 		os.Remove(sock)
 		return err
 	}
@@ -299,7 +303,7 @@ func (p *Provider) spawnMachine(dir, id string, m meta) error {
 // is placed in the sandbox's cgroups before it starts any process, so
 // every process of the machine is born inside them and the limits bound
 // the whole sandbox.
-func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
+func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time.Time) error {
 	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil {
 		return fmt.Errorf("local: sandbox %s: %w", id, err)
@@ -331,70 +335,29 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 		return err
 	}
 	defer statR.Close()
-	cmd := &exec.Cmd{
-		Path:       p.exe,
-		Args:       []string{initArgv0},
-		Env:        []string{},
-		Dir:        "/", // not the caller's directory, which it would pin
-		ExtraFiles: []*os.File{ctlR, statW, lnFile, slot, stateDir},
-		// The host's network: the init makes the sandbox's own, and
-		// starts each runner in the one its operation asks for.
-		SysProcAttr: nsAttr(p.uids, p.gids, true),
-	}
-	cmd.SysProcAttr.Setsid = true
-	// The sandbox's cgroups are made while the init starts.
 	res := p.effectiveResources(m.Resources)
 	res.Pids += machinePidsAllowance
-	cg := p.cg.prepare(id+"-"+machineCgroup, res)
-	err = cmd.Start()
+	files := []*os.File{ctlR, statW, lnFile, slot, stateDir}
+	starting := p.claimStandby(id, res, files)
+	if starting == nil {
+		starting, err = p.spawnInit(id, res, files)
+	}
 	ctlR.Close()
 	statW.Close()
 	if err != nil {
-		cg.abandon()
-		return startError(id, err)
+		return err
 	}
 	// The configuration is completed while the init starts (the masks
 	// read from their cache, among others).
-	p.fillConfig(dir, slotN, cfg, shared)
-	// Reap it whenever it ends, in a process that lives that long.
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	// The init joins them as it starts and builds the machine (a
-	// migration waits for an RCU grace period, milliseconds); it starts
-	// nothing before the start byte says it is in.
-	joining := make(chan struct{})
-	var joinedSet *cgroupSet
-	var joinErr error
-	go func() {
-		joinedSet, joinErr = cg.join(cmd.Process.Pid)
-		close(joining)
-	}()
+	p.fillConfig(dir, slotN, cfg, shared, since)
 	fail := func(err error) error {
-		_ = cmd.Process.Kill()
-		<-exited
-		if <-joining; joinErr == nil {
-			cg.abandon()
-		}
+		starting.kill()
 		// The init records itself as it gets ready: the start failed
 		// after that (or the record is the one it left half written).
 		_ = os.Remove(filepath.Join(dir, machinePidFile))
 		return err
 	}
-	// An unprivileged user's subordinate ranges, which only newuidmap
-	// and newgidmap may write (see nsAttr): the init waits for its
-	// configuration before it needs its ids.
-	if err := writeIDMaps(cmd.Process.Pid, p.uids, p.gids); err != nil {
-		return fail(&providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
-			Msg: "map the sandbox's ids: " + err.Error(), Err: err})
-	}
-	start, err := procStartTime(cmd.Process.Pid)
-	if err != nil {
-		return fail(fmt.Errorf("local: sandbox %s: the machine's start time: %w", id, err))
-	}
-	cfg.HostPID, cfg.HostStart = cmd.Process.Pid, start
+	cfg.HostPID, cfg.HostStart = starting.pid, starting.start
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		return fail(fmt.Errorf("local: encode machine configuration: %w", err))
@@ -422,16 +385,8 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	if err := reported(func(m statusMsg) bool { return m.Forked }); err != nil {
 		return err
 	}
-	<-joining
-	if joinErr != nil {
-		return fail(fmt.Errorf("local: sandbox %s: %w", id, joinErr))
-	}
-	if joinedSet != nil {
-		for _, pid := range childrenOf(cmd.Process.Pid) {
-			if err := joinedSet.add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
-			}
-		}
+	if err := starting.joined(); err != nil {
+		return fail(fmt.Errorf("local: sandbox %s: %w", id, err))
 	}
 	if err := writeAll(ctlW, []byte{startByte}); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
@@ -447,7 +402,101 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File) error {
 	ctlW.Close()
 	// The init recorded itself before it said it is done (see
 	// machine.record).
-	return reported(func(m statusMsg) bool { return m.Done })
+	if err := reported(func(m statusMsg) bool { return m.Done }); err != nil {
+		return err
+	}
+	p.wantStandby()
+	return nil
+}
+
+// initProc is a machine's init on its way: a fresh one (spawnInit) or a
+// claimed standby (claimStandby).
+type initProc struct {
+	pid   int
+	start uint64 // as /proc/PID/stat has it
+	// joined returns once the init and the runner it started are in the
+	// sandbox's cgroups.
+	joined func() error
+	// kill ends the init and waits for its end; its cgroups go.
+	kill func()
+}
+
+// spawnInit starts a fresh init for sandbox id with the descriptors files
+// (control, status, the machine's listening socket, its work slot, its
+// state directory) and moves it into the sandbox's cgroups, with the
+// limits of res, as it builds the machine.
+func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.File) (*initProc, error) {
+	cmd := &exec.Cmd{
+		Path:       p.exe,
+		Args:       []string{initArgv0},
+		Env:        []string{},
+		Dir:        "/", // not the caller's directory, which it would pin
+		ExtraFiles: files,
+		// The host's network: the init makes the sandbox's own, and
+		// starts each runner in the one its operation asks for.
+		SysProcAttr: nsAttr(p.uids, p.gids, true),
+	}
+	cmd.SysProcAttr.Setsid = true
+	// The sandbox's cgroups are made while the init starts.
+	cg := p.cg.prepare(id+"-"+machineCgroup, res)
+	if err := cmd.Start(); err != nil {
+		cg.abandon()
+		return nil, startError(id, err)
+	}
+	pid := cmd.Process.Pid
+	// Reap it whenever it ends, in a process that lives that long.
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	// The init joins them as it starts and builds the machine (a
+	// migration waits for an RCU grace period, milliseconds); it starts
+	// nothing before the start byte says it is in.
+	joining := make(chan struct{})
+	var joinedSet *cgroupSet
+	var joinErr error
+	go func() {
+		joinedSet, joinErr = cg.join(pid)
+		close(joining)
+	}()
+	ip := &initProc{pid: pid}
+	ip.kill = func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if <-joining; joinErr == nil {
+			cg.abandon()
+		}
+	}
+	ip.joined = func() error {
+		<-joining
+		if joinErr != nil {
+			return joinErr
+		}
+		if joinedSet != nil {
+			for _, child := range childrenOf(pid) {
+				if err := joinedSet.add(child); err != nil && !errors.Is(err, unix.ESRCH) {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	// An unprivileged user's subordinate ranges, which only newuidmap
+	// and newgidmap may write (see nsAttr): the init waits for its
+	// configuration before it needs its ids.
+	if err := writeIDMaps(pid, p.uids, p.gids); err != nil {
+		ip.kill()
+		return nil, &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
+			Msg: "map the sandbox's ids: " + err.Error(), Err: err}
+	}
+	start, err := procStartTime(pid)
+	if err != nil {
+		ip.kill()
+		return nil, fmt.Errorf("local: sandbox %s: the machine's start time: %w", id, err)
+	}
+	ip.start = start
+	return ip, nil
 }
 
 // writeAll writes b to a pipe the init reads.

@@ -166,19 +166,17 @@ type bgCommand struct {
 // reports readiness, and hands operations to runners until it is stopped,
 // idle for its auto-stop interval, or killed. It is PID 1 of the sandbox's
 // PID namespace: its exit ends every process of the sandbox.
-func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status *os.File) int {
-	// Nothing in the sandbox may read this process's memory or
-	// descriptors, nor end it with a signal.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		rep.setupFail(fmt.Errorf("non-dumpable: %w", err))
-		return 125
+func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status *os.File, sb *standby) int {
+	if sb == nil {
+		var err error
+		if sb, err = newMachine(); err != nil {
+			rep.setupFail(err)
+			return 125
+		}
 	}
-	ignoreSignals()
-	reaped := make(chan os.Signal, 64)
-	signal.Notify(reaped, unix.SIGCHLD)
-
-	m := &machine{cfg: cfg, idle: time.Duration(cfg.IdleNS), uid: os.Getuid(), last: time.Now(),
-		pool: map[spareKey][]*spare{}, children: map[int]*child{}, bg: map[int]*bgCommand{}, done: make(chan struct{})}
+	m := sb.m
+	m.cfg, m.idle, m.last = cfg, time.Duration(cfg.IdleNS), time.Now()
+	cfg.exeFD = sb.exe
 	m.dir = os.NewFile(machineDirFD, "state")
 	lf := os.NewFile(machineListenFD, "listener")
 	l, err := net.FileListener(lf)
@@ -194,25 +192,6 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	}
 	ln.SetUnlinkOnClose(false)
 	m.ln = ln
-	// The binary, for the runners: named through /proc/self/fd once
-	// the host's tree is gone.
-	exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		rep.setupFail(fmt.Errorf("open the init's binary: %w", err))
-		return 125
-	}
-	cfg.exeFD = exe
-	// The sandbox's network namespace is made on a thread of its own
-	// (a millisecond or more).
-	type netResult struct {
-		s   *netStarter
-		err error
-	}
-	netReady := make(chan netResult, 1)
-	go func() {
-		s, err := newPrivateNet()
-		netReady <- netResult{s, err}
-	}()
 	// The first runner (a new process of this binary, milliseconds to
 	// start) starts now, before the root is built, and gets its
 	// configuration, and restricts itself, only once the machine is
@@ -223,26 +202,19 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	// migration waits for an RCU grace period, milliseconds) while the
 	// machine is built, and says so with the start byte; neither starts
 	// anything before, so every process of the machine runs inside them.
-	m.nets = map[bool]*netStarter{true: {}}
-	awaitNet := func() error {
-		if m.nets[false] == nil {
-			private := <-netReady
-			if private.err != nil {
-				return private.err
-			}
-			m.nets[false] = private.s
-		}
-		return nil
-	}
+	// A standby machine started one already, in its cgroups.
 	first := spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}
-	if !first.shared {
-		if err := awaitNet(); err != nil {
-			rep.setupFail(err)
-			return 125
+	release := sb.release
+	firstSpare := sb.first
+	if firstSpare == nil || sb.key != first {
+		if !first.shared {
+			if err := sb.awaitNet(); err != nil {
+				rep.setupFail(err)
+				return 125
+			}
 		}
+		firstSpare = m.startSpareHeld(first, release)
 	}
-	release := make(chan struct{})
-	firstSpare := m.startSpareHeld(first, release)
 	rep.send(statusMsg{Forked: true})
 	if err := buildRoot(cfg); err != nil {
 		rep.setupFail(err)
@@ -262,7 +234,7 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		rep.setupFail(err)
 		return 125
 	}
-	if err := awaitNet(); err != nil {
+	if err := sb.awaitNet(); err != nil {
 		rep.setupFail(err)
 		return 125
 	}
@@ -293,12 +265,15 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		return 125
 	}
 	rep.landlock = abi
-	go m.reap(reaped)
+	go m.reap(sb.reaped)
 	if cfg.Limits.Disk > 0 {
 		go m.watchDisk(diskQuota{limit: int64(cfg.Limits.Disk), reserve: int64(cfg.Limits.DiskReserve), grace: diskGrace})
 	}
 	close(release) // the first runner's configuration goes now
 	m.park(first, firstSpare)
+	if sb.first != nil && sb.first != firstSpare {
+		m.park(sb.key, sb.first)
+	}
 	if err := m.record(); err != nil {
 		rep.setupFail(fmt.Errorf("record the machine: %w", err))
 		return 125

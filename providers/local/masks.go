@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -576,6 +577,8 @@ type maskCheck struct {
 	done chan struct{}
 	// masks is what the host needs hidden now; set before done closes.
 	masks []string
+	// started is when it started.
+	started time.Time
 }
 
 // maskCacheKey is the key under which masks are cached: a different
@@ -611,7 +614,7 @@ func (p *Provider) withStateMasks(masks []string) []string {
 // Only root's scan is large enough to be worth checking in the
 // background; every other start computes its masks (or checks the cache)
 // on the spot.
-func (p *Provider) loadMasks() {
+func (p *Provider) loadMasks(since time.Time) {
 	background := p.uid == 0 && !p.weak
 	checked := false
 	p.mask.once.Do(func() {
@@ -630,7 +633,13 @@ func (p *Provider) loadMasks() {
 	if !background || checked {
 		return
 	}
-	c := &maskCheck{done: make(chan struct{})}
+	p.mask.mu.Lock()
+	recent := p.mask.check != nil && !p.mask.check.started.Before(since)
+	p.mask.mu.Unlock()
+	if recent {
+		return // started since this start began, ahead of its configuration
+	}
+	c := &maskCheck{done: make(chan struct{}), started: time.Now()}
 	go func() {
 		defer close(c.done)
 		c.masks = p.currentMasks()

@@ -41,6 +41,8 @@ const (
 	modeFile    = "file"
 	modeMachine = "machine"
 	modeSpare   = "spare"
+	// modeStandby is an init started ahead of need (see standby.go).
+	modeStandby = "standby"
 )
 
 // initConfig is everything the init needs; it travels over the control pipe
@@ -126,6 +128,17 @@ type initConfig struct {
 	Identity  string `json:"identity,omitempty"`
 	HostPID   int    `json:"host_pid,omitempty"`
 	HostStart uint64 `json:"host_start,omitempty"`
+
+	// Standby mode: the cgroups the init makes and moves itself into
+	// (IdleNS is how long it waits to be claimed), and whether it yields
+	// the CPUs until a claim.
+	Cgroups []cgroupPath `json:"cgroups,omitempty"`
+	// Nice starts a standby init at standbyNice; SettleNS is how long it
+	// waits before it moves into its cgroups; Socket is its socket's
+	// name in its directory, which it renames once ready.
+	Nice     bool   `json:"nice,omitempty"`
+	SettleNS int64  `json:"settle_ns,omitempty"`
+	Socket   string `json:"socket,omitempty"`
 
 	// exeFD is the init's binary, kept for the runners (machine only).
 	exeFD int

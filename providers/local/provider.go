@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -113,6 +114,11 @@ type Provider struct {
 	// diskReserve, when not zero, replaces the reserve of the state
 	// directory's file system kept from the sandboxes (see reserve).
 	diskReserve int64
+	// standby says to keep a standby machine (see standby.go);
+	// standbyTimer, once a start asked for the next one, starts it.
+	standby      bool
+	standbyMu    sync.Mutex
+	standbyTimer *time.Timer
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -129,7 +135,8 @@ func New(cfg providers.Config) (*Provider, error) {
 			return nil, fmt.Errorf("local: create state directory: %w", err)
 		}
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), exe: selfExe, identity: exeIdentity(selfExe), weak: cfg.Lookup(weakEnvVar) == "1"}
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), exe: selfExe, identity: exeIdentity(selfExe), weak: cfg.Lookup(weakEnvVar) == "1",
+		standby: cfg.Lookup(standbyEnvVar) != "0"}
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
 	p.uids, p.gids = hostIDMappings(p.uid, p.gid)
@@ -144,6 +151,7 @@ func New(cfg providers.Config) (*Provider, error) {
 // then starts a reaper, unless one was started since, for the work
 // directories this provider's machines put in the trash.
 func (p *Provider) Close() error {
+	p.standbyNow()
 	p.bg.wg.Wait()
 	if p.trashed.Load() {
 		p.startReaper(filepath.Join(p.dir, trashDir))
@@ -357,9 +365,12 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if err := p.checkOwnUser(spec.User); err != nil {
 		return providers.Info{}, err
 	}
-	// The machine's init is moved into cgroups: start the wait that
-	// move involves now (see prewarm).
-	p.cg.prewarm()
+	// The machine's init is moved into cgroups, unless it is a standby
+	// one: start the wait that move involves now (see prewarm).
+	if !p.haveStandby() {
+		p.cg.prewarm()
+	}
+
 	switch spec.Network {
 	case providers.NetworkDefault, providers.NetworkOn, providers.NetworkOff:
 	default:

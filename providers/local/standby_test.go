@@ -1,0 +1,206 @@
+//go:build linux
+
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/sandbox/providers"
+)
+
+func TestStandbySockName(t *testing.T) {
+	tests := []struct {
+		name      string
+		pid       int
+		start     uint64
+		ready, ok bool
+	}{
+		{name: "abc-12-345.sock", pid: 12, start: 345, ready: true, ok: true},
+		{name: "abc-12-345.wait", pid: 12, start: 345, ok: true},
+		{name: "abc-12-345.sock.claim"},
+		{name: "other-12-345.sock"},
+		{name: "abc-x-345.sock"},
+		{name: "abc-0-345.sock"},
+		{name: "abc-12.sock"},
+		{name: "abc-12-y.sock"},
+		{name: "new-99.sock"},
+	}
+	for _, tt := range tests {
+		pid, start, ready, ok := parseStandbySock("abc", tt.name)
+		if ok != tt.ok || pid != tt.pid || start != tt.start || ready != tt.ready {
+			t.Errorf("parseStandbySock(%q) = %d, %d, %v, %v; want %d, %d, %v, %v",
+				tt.name, pid, start, ready, ok, tt.pid, tt.start, tt.ready, tt.ok)
+		}
+		if tt.ok {
+			if got := standbySockName("abc", tt.pid, tt.start, tt.ready); got != tt.name {
+				t.Errorf("standbySockName(%d, %d, %v) = %q, want %q", tt.pid, tt.start, tt.ready, got, tt.name)
+			}
+		}
+	}
+}
+
+// waitStandby waits until p has a standby machine ready and returns its
+// init's pid.
+func waitStandby(t *testing.T, p *Provider) int {
+	t.Helper()
+	dir := filepath.Join(p.dir, standbyDir)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if names := p.standbys(dir, false); len(names) > 0 {
+			pid, _, _, _ := parseStandbySock(p.identity, names[0])
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no standby machine became ready in %s", dir)
+	return 0
+}
+
+// TestStandbyMachine: a start leaves a standby machine behind, and the
+// next start claims it: the sandbox's machine is that init, in the
+// sandbox's own cgroups with the sandbox's limits (renamed, no standby
+// cgroup left), at the normal priority, and works as a fresh one does.
+// A standby machine ends once its directory is gone.
+func TestStandbyMachine(t *testing.T) {
+	p := newTestProvider(t)
+	if !p.standbyOn() {
+		t.Logf("no standby machines here (%s)", p.cg.describe())
+		return
+	}
+	first := newSandbox(t, p, providers.Spec{})
+	if got := mustRun(t, p, first, "echo one"); got != "one\n" {
+		t.Fatalf("first sandbox: %q", got)
+	}
+	p.standbyNow()
+	standby := waitStandby(t, p)
+
+	res := providers.Resources{Pids: 55, CPUs: 0.5}
+	second := newSandbox(t, p, providers.Spec{Resources: res})
+	rec, err := readMachineRecord(filepath.Join(p.dir, second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.pid != standby {
+		t.Fatalf("the second sandbox's machine is init %d, want the standby init %d", rec.pid, standby)
+	}
+	if got := mustRun(t, p, second, "echo hi > /workspace/f && cat /workspace/f && hostname"); got != "hi\n"+hostname+"\n" {
+		t.Errorf("a command in the claimed machine printed %q", got)
+	}
+	writeString(t, p, second, "/tmp/x", "kept")
+	if b, err := readAll(t, p, second, "/tmp/x"); err != nil || string(b) != "kept" {
+		t.Errorf("read back /tmp/x: %q, %v", b, err)
+	}
+	procs := []int{rec.pid}
+	for i := 0; i < len(procs); i++ {
+		procs = append(procs, childrenOf(procs[i])...)
+	}
+	if p.uid == 0 {
+		for _, pid := range procs {
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+			for _, task := range tasks {
+				tid, _ := strconv.Atoi(task.Name())
+				// getpriority returns 20 - nice.
+				if prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil && prio != 20 {
+					t.Errorf("thread %d of process %d of the claimed machine has nice %d, want 0", tid, pid, 20-prio)
+				}
+			}
+		}
+	}
+	if p.cg.kind == cgroupV1 {
+		want := second + "-" + machineCgroup
+		for _, pid := range procs {
+			if got := readCg(t, "/proc/"+strconv.Itoa(pid)+"/cgroup"); !strings.Contains(got, "pids:/"+cgroupParent+"/"+want) {
+				t.Errorf("process %d of the claimed machine is in\n%s\nwant the sandbox's cgroup %s", pid, got, want)
+			}
+		}
+		if p.cg.controllers["pids"] {
+			d := p.cg.dirOf("pids", want)
+			if got := readCg(t, filepath.Join(d, "pids.max")); got != strconv.Itoa(res.Pids+machinePidsAllowance)+"\n" {
+				t.Errorf("%s/pids.max = %q, want %d", d, got, res.Pids+machinePidsAllowance)
+			}
+		}
+		if p.cg.controllers["cpu"] {
+			d := p.cg.dirOf("cpu", want)
+			if got := readCg(t, filepath.Join(d, "cpu.cfs_quota_us")); got != "50000\n" {
+				t.Errorf("%s/cpu.cfs_quota_us = %q, want 50000", d, got)
+			}
+		}
+		for _, d := range p.cg.dirsOf(standbyCgroup(standby)) {
+			if _, err := os.Stat(d); err == nil {
+				t.Errorf("the claimed standby's cgroup %s is left", d)
+			}
+		}
+	}
+
+	// The claim asked for the next one; it ends with its directory.
+	p.standbyNow()
+	next := waitStandby(t, p)
+	if next == standby {
+		t.Fatalf("the claimed init %d is still listed as a standby", next)
+	}
+	start, err := procStartTime(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(p.dir, standbyDir)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if st, err := procStartTime(next); err != nil || st != start || zombie(next) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standby init %d outlived its directory", next)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStandbyOff: SANDBOX_LOCAL_STANDBY=0 keeps none, and a socket of an
+// init that ended is no standby machine (and goes).
+func TestStandbyOff(t *testing.T) {
+	dir := t.TempDir()
+	p, err := New(providers.Config{StateDir: dir, Getenv: func(k string) (string, bool) {
+		if k == standbyEnvVar {
+			return "0", true
+		}
+		return "", false
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeTree(dir) })
+	id := newSandbox(t, p, providers.Spec{})
+	mustRun(t, p, id, "true")
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(p.dir, standbyDir)); len(entries) != 0 {
+		t.Errorf("%s=0 left %v", standbyEnvVar, entries)
+	}
+
+	p.standby = true
+	sd := filepath.Join(p.dir, standbyDir)
+	if err := os.MkdirAll(sd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A pid that cannot be running with that start time.
+	stale := filepath.Join(sd, standbySockName(p.identity, os.Getpid(), 1, true))
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p.standbyOn() && p.haveStandby() {
+		t.Error("a stale socket counts as a standby machine")
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("a stale standby socket stayed")
+	}
+}
