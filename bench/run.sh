@@ -12,11 +12,13 @@
 #              -bench: exec true, a small read, start + exec; targets
 #              ≤ 2 ms for exec and read)
 #   start      the first exec of a stopped sandbox (start + exec) against
-#              one bwrap exec (target ≤ 3×)
+#              one bwrap exec (target ≤ 3×), STANDBY_GAP before each run so
+#              that the standby machine the last start left is ready (see
+#              README), and once without standby machines
 #   create     create + exec + delete (`sandbox exec -- true` without an id)
-#              against one bwrap exec (target ≤ 3×); once with the state
-#              directory on the disk and once on tmpfs, to show what the
-#              disk's metadata operations (mkdir, rename, rmdir) cost
+#              against one bwrap exec (target ≤ 3×), as start; once more with
+#              the state directory on tmpfs, to show what the disk's metadata
+#              operations (mkdir, rename, rmdir) cost
 #   cpu        the CPU time the whole host spends per exec, start + exec and
 #              create + exec + delete, and per bwrap exec (/proc/stat, steal
 #              left out): steadier than wall time on a shared host, for
@@ -35,6 +37,7 @@
 # Knobs: PROGRAM (sandbox, or sandbox-modal to time the program with Modal's SDK
 # built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
 # CPU_RUNS (runs per cpu measure, 40; the kernel counts in clock ticks),
+# STANDBY_GAP (250ms: a standby machine is ready ~150 ms after the start that asked for it),
 # INPROC_RUNS (iterations of the in-process benchmarks, 300: a few dozen
 # leave the pool's start-up in the mean), SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
 # before the idle measure, 40: runners unused for 30 s are dropped, then the init pages out its code).
@@ -55,6 +58,7 @@ BIG_RUNS=${BIG_RUNS:-3}
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
 GAP=${GAP:-50ms}
+STANDBY_GAP=${STANDBY_GAP:-250ms}
 IDLE=${IDLE:-40}
 INPROC_RUNS=${INPROC_RUNS:-300}
 CPU_RUNS=${CPU_RUNS:-40}
@@ -116,15 +120,20 @@ fi
 if want start; then
 	section "start + exec: the first exec of a stopped sandbox vs one bwrap exec; target <= 3.00x"
 	stopped=$("$sb" create 2>/dev/null)
-	"$work/pair" -n "$RUNS" -before "$sb --sandbox-id $stopped stop >/dev/null" "$sb --sandbox-id $stopped exec -- true" "$BWRAP"
+	"$work/pair" -n "$RUNS" -gap "$STANDBY_GAP" -before "$sb --sandbox-id $stopped stop >/dev/null" "$sb --sandbox-id $stopped exec -- true" "$BWRAP"
+	section "start + exec as above, without standby machines (SANDBOX_LOCAL_STANDBY=0)"
+	"$work/pair" -n "$RUNS" -gap "$GAP" -before "$sb --sandbox-id $stopped stop >/dev/null" "SANDBOX_LOCAL_STANDBY=0 $sb --sandbox-id $stopped exec -- true" "$BWRAP"
 	"$sb" delete "$stopped" >/dev/null
 fi
 if want create; then
 	section "create + exec + delete vs one bwrap exec; target <= 3.00x"
-	"$work/pair" -n "$RUNS" -gap "$GAP" "$sb exec -- true 2>/dev/null" "$BWRAP"
+	"$work/pair" -n "$RUNS" -gap "$STANDBY_GAP" "$sb exec -- true 2>/dev/null" "$BWRAP"
+	section "create + exec + delete as above, without standby machines (SANDBOX_LOCAL_STANDBY=0)"
+	"$work/pair" -n "$RUNS" -gap "$GAP" "SANDBOX_LOCAL_STANDBY=0 $sb exec -- true 2>/dev/null" "$BWRAP"
 	if [ -d /dev/shm ] && shm=$(mktemp -d -p /dev/shm 2>/dev/null); then
 		section "create + exec + delete vs one bwrap exec, state directory on tmpfs"
-		"$work/pair" -n "$RUNS" -gap "$GAP" "XDG_STATE_HOME=$shm $sb exec -- true 2>/dev/null" "$BWRAP"
+		"$work/pair" -n "$RUNS" -gap "$STANDBY_GAP" "XDG_STATE_HOME=$shm $sb exec -- true 2>/dev/null" "$BWRAP"
+		XDG_STATE_HOME=$shm "$sb" delete --all >/dev/null 2>&1 || true
 		rm -rf "$shm"
 	fi
 fi

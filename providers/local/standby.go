@@ -127,9 +127,11 @@ func runStandby(cfg *initConfig) int {
 		return fail(err)
 	}
 	if cfg.Nice {
-		// Every thread, before it starts another: a new one, and the
-		// runner, inherit the nice value of the thread that starts them.
-		reniceAll(os.Getpid(), standbyNice)
+		// This thread's (its starter sets the others', see
+		// spawnStandby): a new thread, and the runner, inherit the
+		// nice value of the thread that starts them. (Its pids here
+		// are not /proc's, which is the host's until the root is built.)
+		_ = unix.Setpriority(unix.PRIO_PROCESS, 0, standbyNice)
 	}
 	// Its cgroup migration holds the host's cgroup lock for an RCU
 	// grace period: not while its starter, usually still at work, makes
@@ -326,12 +328,22 @@ const (
 // asked for them going on with its operations.
 const standbyNice = 19
 
-// reniceAll sets the nice value of every thread of process pid.
+// reniceAll sets the nice value of every thread of process pid (a pid of
+// this process's PID namespace, which /proc's must be), and of those
+// started meanwhile by a thread it had not reached yet.
 func reniceAll(pid, nice int) {
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	for _, t := range tasks {
-		if tid, err := strconv.Atoi(t.Name()); err == nil {
-			_ = unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+	done := map[int]bool{}
+	for range 3 {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		fresh := false
+		for _, t := range tasks {
+			if tid, err := strconv.Atoi(t.Name()); err == nil && !done[tid] {
+				_ = unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+				done[tid], fresh = true, true
+			}
+		}
+		if !fresh {
+			return
 		}
 	}
 }
@@ -531,8 +543,8 @@ func (p *Provider) spawnStandby() error {
 	}
 	pid := cmd.Process.Pid
 	if p.uid == 0 {
-		// It renices all its threads as it starts (runStandby).
-		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, standbyNice)
+		// Every thread it has: the threads they start inherit it.
+		reniceAll(pid, standbyNice)
 	}
 	go func() { _ = cmd.Wait() }() // reaped whenever it ends, if this process lives that long
 	kill := func(err error) error {
@@ -627,6 +639,14 @@ func (p *Provider) claim(dir, name, id string, res providers.Resources, files []
 		removeDirs(p.cg.dirsOf(standbyCgroup(pid)))
 		return nil
 	}
+	if p.uid == 0 {
+		// Its priority back (see standbyNice), its runner's too, before
+		// it answers: at the lowest it would answer last.
+		reniceAll(pid, 0)
+		for _, child := range childrenOf(pid) {
+			reniceAll(child, 0)
+		}
+	}
 	_ = c.SetDeadline(time.Now().Add(claimTimeout))
 	b := make([]byte, 1)
 	if _, err := c.Read(b); err != nil || b[0] != claimByte {
@@ -635,13 +655,6 @@ func (p *Provider) claim(dir, name, id string, res providers.Resources, files []
 	dirs, err := p.cg.rename(standbyCgroup(pid), id+"-"+machineCgroup, p.cg.limitFiles(res))
 	if err != nil {
 		return abandon()
-	}
-	if p.uid == 0 {
-		// Its priority back (see standbyNice), its runner's too.
-		reniceAll(pid, 0)
-		for _, child := range childrenOf(pid) {
-			reniceAll(child, 0)
-		}
 	}
 	if _, _, err := c.WriteMsgUnix([]byte{claimByte}, unix.UnixRights(fdsOf(files)...), nil); err != nil {
 		_ = killRecorded(rec)
