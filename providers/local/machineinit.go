@@ -1141,6 +1141,19 @@ func (f fdFile) Write(b []byte) (int, error) {
 	return done, nil
 }
 
+// rightsOf are the descriptors that the control messages oob carry.
+func rightsOf(oob []byte) []int {
+	var fds []int
+	if msgs, err := unix.ParseSocketControlMessage(oob); err == nil {
+		for _, msg := range msgs {
+			if got, err := unix.ParseUnixRights(&msg); err == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	return fds
+}
+
 // receiveOp waits on the socket sock for one operation's descriptors and
 // moves them to where an init has them: control, status, stdin, stdout,
 // stderr. got is false when the sender closed its end without sending
@@ -1158,14 +1171,7 @@ func receiveOp(sock int) (got bool, err error) {
 	if err != nil || n == 0 {
 		return false, err
 	}
-	var fds []int
-	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-		for _, msg := range msgs {
-			if got, err := unix.ParseUnixRights(&msg); err == nil {
-				fds = append(fds, got...)
-			}
-		}
-	}
+	fds := rightsOf(oob[:oobn])
 	if len(fds) != opFDs {
 		for _, fd := range fds {
 			unix.Close(fd)

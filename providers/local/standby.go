@@ -264,14 +264,7 @@ func takeClaim(c *net.UnixConn) error {
 	if err != nil || n != 1 {
 		return fmt.Errorf("read the claim: %v", err)
 	}
-	var fds []int
-	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-		for _, msg := range msgs {
-			if got, err := unix.ParseUnixRights(&msg); err == nil {
-				fds = append(fds, got...)
-			}
-		}
-	}
+	fds := rightsOf(oob[:oobn])
 	if len(fds) != claimFDs {
 		for _, fd := range fds {
 			unix.Close(fd)

@@ -167,17 +167,7 @@ func TestStandbyMachine(t *testing.T) {
 // TestStandbyOff: SANDBOX_LOCAL_STANDBY=0 keeps none, and a socket of an
 // init that ended is no standby machine (and goes).
 func TestStandbyOff(t *testing.T) {
-	dir := t.TempDir()
-	p, err := New(providers.Config{StateDir: dir, Getenv: func(k string) (string, bool) {
-		if k == standbyEnvVar {
-			return "0", true
-		}
-		return "", false
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = removeTree(dir) })
+	p := newProviderWith(t, standbyEnvVar, "0")
 	id := newSandbox(t, p, providers.Spec{})
 	mustRun(t, p, id, "true")
 	if err := p.Close(); err != nil {

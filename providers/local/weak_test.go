@@ -23,10 +23,17 @@ import (
 // newWeakProvider returns a provider in the weak mode.
 func newWeakProvider(t *testing.T) *Provider {
 	t.Helper()
+	return newProviderWith(t, weakEnvVar, "1")
+}
+
+// newProviderWith returns a provider in a test directory that reads
+// key=val from its environment.
+func newProviderWith(t *testing.T, key, val string) *Provider {
+	t.Helper()
 	dir := t.TempDir()
 	p, err := New(providers.Config{StateDir: dir, Getenv: func(k string) (string, bool) {
-		if k == weakEnvVar {
-			return "1", true
+		if k == key {
+			return val, true
 		}
 		return "", false
 	}})
