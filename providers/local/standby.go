@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"os/exec"
@@ -378,6 +379,19 @@ func parseStandbySock(identity, name string) (pid int, start uint64, ready, ok b
 	return pid, start, ready, true
 }
 
+// standbyKey names the standby machines this provider may claim: of its
+// binary (identity), started from the mount table it sees now. A standby
+// init's mount namespace is a copy of its starter's: a start whose mount
+// table differs (a mount made on the host since, or another mount
+// namespace) does not take it, as the host's secrets it masks are those
+// of its own view.
+func (p *Provider) standbyKey() string {
+	h := fnv.New64a()
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	h.Write(b)
+	return p.identity + "." + strconv.FormatUint(h.Sum64(), 36)
+}
+
 // standbyCgroup names a standby init's cgroups until a claim renames them.
 func standbyCgroup(pid int) string { return "standby-" + strconv.Itoa(pid) }
 
@@ -441,14 +455,14 @@ func (p *Provider) standbyNow() {
 // standbys lists the sockets of this binary's standby inits in dir that
 // still run: those ready to be claimed, and with waiting those still
 // getting ready too. It removes those of inits that ended.
-func (p *Provider) standbys(dir string, waiting bool) []string {
+func (p *Provider) standbys(dir, key string, waiting bool) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range entries {
-		pid, start, ready, ok := parseStandbySock(p.identity, e.Name())
+		pid, start, ready, ok := parseStandbySock(key, e.Name())
 		if !ok {
 			continue
 		}
@@ -465,7 +479,7 @@ func (p *Provider) standbys(dir string, waiting bool) []string {
 
 // haveStandby says whether a standby machine waits to be claimed.
 func (p *Provider) haveStandby() bool {
-	return p.standbyOn() && len(p.standbys(filepath.Join(p.dir, standbyDir), false)) > 0
+	return p.standbyOn() && len(p.standbys(filepath.Join(p.dir, standbyDir), p.standbyKey(), false)) > 0
 }
 
 // spawnStandby starts a standby init unless one waits (or is being
@@ -482,7 +496,10 @@ func (p *Provider) spawnStandby() error {
 		return nil // another process starts one
 	}
 	defer lock.Close()
-	if len(p.standbys(dir, true)) > 0 {
+	// Before the init starts: its mount namespace is a copy of this
+	// process's at its start, or newer (then no start takes it).
+	key := p.standbyKey()
+	if len(p.standbys(dir, key, true)) > 0 {
 		return nil
 	}
 	// Listening under a name no claim looks for until the init is
@@ -556,7 +573,7 @@ func (p *Provider) spawnStandby() error {
 	if err := writeIDMaps(pid, p.uids, p.gids); err != nil {
 		return kill(err)
 	}
-	wait := standbySockName(p.identity, pid, start, false)
+	wait := standbySockName(key, pid, start, false)
 	err = os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, wait))
 	if err == nil {
 		var line []byte
@@ -596,8 +613,9 @@ func (p *Provider) claimStandby(id string, res providers.Resources, files []*os.
 		return nil
 	}
 	dir := filepath.Join(p.dir, standbyDir)
-	for _, name := range p.standbys(dir, false) {
-		if ip := p.claim(dir, name, id, res, files); ip != nil {
+	key := p.standbyKey()
+	for _, name := range p.standbys(dir, key, false) {
+		if ip := p.claim(dir, key, name, id, res, files); ip != nil {
 			return ip
 		}
 	}
@@ -608,8 +626,8 @@ func (p *Provider) claimStandby(id string, res providers.Resources, files []*os.
 // claimStandby). The socket is renamed first, so that no other start
 // claims it too; the init answers once it is in its cgroups, with its
 // first runner.
-func (p *Provider) claim(dir, name, id string, res providers.Resources, files []*os.File) *initProc {
-	pid, start, _, _ := parseStandbySock(p.identity, name)
+func (p *Provider) claim(dir, key, name, id string, res providers.Resources, files []*os.File) *initProc {
+	pid, start, _, _ := parseStandbySock(key, name)
 	mine := name + ".claim"
 	if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, mine)); err != nil {
 		return nil // claimed by another start

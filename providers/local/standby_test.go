@@ -53,8 +53,8 @@ func waitStandby(t *testing.T, p *Provider) int {
 	dir := filepath.Join(p.dir, standbyDir)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if names := p.standbys(dir, false); len(names) > 0 {
-			pid, _, _, _ := parseStandbySock(p.identity, names[0])
+		if names := p.standbys(dir, p.standbyKey(), false); len(names) > 0 {
+			pid, _, _, _ := parseStandbySock(p.standbyKey(), names[0])
 			return pid
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -145,6 +145,21 @@ func TestStandbyMachine(t *testing.T) {
 	if next == standby {
 		t.Fatalf("the claimed init %d is still listed as a standby", next)
 	}
+	if p.uid == 0 {
+		// A start that sees another mount table than the standby
+		// init's starter did does not take it.
+		mnt := t.TempDir()
+		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		third := newSandbox(t, p, providers.Spec{})
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := readMachineRecord(filepath.Join(p.dir, third)); err != nil || rec.pid == next {
+			t.Errorf("a start after a host mount took the standby init %d made before it (%v)", next, err)
+		}
+	}
 	start, err := procStartTime(next)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +198,7 @@ func TestStandbyOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A pid that cannot be running with that start time.
-	stale := filepath.Join(sd, standbySockName(p.identity, os.Getpid(), 1, true))
+	stale := filepath.Join(sd, standbySockName(p.standbyKey(), os.Getpid(), 1, true))
 	if err := os.WriteFile(stale, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
