@@ -624,8 +624,7 @@ func (p *Provider) claimStandby(id string, res providers.Resources, files []*os.
 
 // claim claims the standby init whose socket is name in dir (see
 // claimStandby). The socket is renamed first, so that no other start
-// claims it too; the init answers once it is in its cgroups, with its
-// first runner.
+// claims it too; the init answers, and gets its descriptors.
 func (p *Provider) claim(dir, key, name, id string, res providers.Resources, files []*os.File) *initProc {
 	pid, start, _, _ := parseStandbySock(key, name)
 	mine := name + ".claim"
@@ -645,11 +644,6 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 		return nil
 	}
 	defer c.Close()
-	abandon := func() *initProc {
-		_ = killRecorded(rec)
-		removeDirs(p.cg.dirsOf(standbyCgroup(pid)))
-		return nil
-	}
 	if p.uid == 0 {
 		// Its priority back (see standbyNice), its runner's too, before
 		// it answers: at the lowest it would answer last.
@@ -658,19 +652,24 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 			reniceAll(child, 0)
 		}
 	}
+	// Its cgroups become the sandbox's while it wakes up to answer (it
+	// is in them: its socket is named ready only then).
+	dirs, err := p.cg.rename(standbyCgroup(pid), id+"-"+machineCgroup, p.cg.limitFiles(res))
+	abandon := func() *initProc {
+		_ = killRecorded(rec)
+		removeDirs(append(dirs, p.cg.dirsOf(standbyCgroup(pid))...))
+		return nil
+	}
+	if err != nil {
+		return abandon()
+	}
 	_ = c.SetDeadline(time.Now().Add(claimTimeout))
 	b := make([]byte, 1)
 	if _, err := c.Read(b); err != nil || b[0] != claimByte {
 		return abandon()
 	}
-	dirs, err := p.cg.rename(standbyCgroup(pid), id+"-"+machineCgroup, p.cg.limitFiles(res))
-	if err != nil {
-		return abandon()
-	}
 	if _, _, err := c.WriteMsgUnix([]byte{claimByte}, unix.UnixRights(fdsOf(files)...), nil); err != nil {
-		_ = killRecorded(rec)
-		removeDirs(dirs)
-		return nil
+		return abandon()
 	}
 	return &initProc{
 		pid:    pid,
