@@ -342,6 +342,40 @@ func reniceAll(pid, nice int) {
 	}
 }
 
+// reniceStandby sets the nice value of every thread of the standby init
+// pid and of its runner: those its cgroup lists (a cgroup v1 "tasks" file
+// lists threads), else those /proc lists for the init and its children.
+func (p *Provider) reniceStandby(pid, nice int) {
+	if p.cg.kind == cgroupV1 {
+		for _, d := range p.cg.dirsOf(standbyCgroup(pid)) {
+			done := map[int]bool{}
+			for range 3 {
+				b, err := os.ReadFile(filepath.Join(d, "tasks"))
+				if err != nil {
+					break
+				}
+				fresh := false
+				for _, f := range strings.Fields(string(b)) {
+					if tid, err := strconv.Atoi(f); err == nil && !done[tid] {
+						_ = unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+						done[tid], fresh = true, true
+					}
+				}
+				if !fresh {
+					return
+				}
+			}
+			if len(done) > 0 {
+				return
+			}
+		}
+	}
+	reniceAll(pid, nice)
+	for _, child := range childrenOf(pid) {
+		reniceAll(child, nice)
+	}
+}
+
 // standbySockName is the socket of the standby init pid (started at
 // start, as /proc/PID/stat counts) of the binary identity: ".sock" once
 // it is ready to be claimed, ".wait" until then.
@@ -647,10 +681,7 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 	if p.uid == 0 {
 		// Its priority back (see standbyNice), its runner's too, before
 		// it answers: at the lowest it would answer last.
-		reniceAll(pid, 0)
-		for _, child := range childrenOf(pid) {
-			reniceAll(child, 0)
-		}
+		p.reniceStandby(pid, 0)
 	}
 	// Its cgroups become the sandbox's while it wakes up to answer (it
 	// is in them: its socket is named ready only then).
