@@ -170,6 +170,36 @@ func TestStoppedRunnerDoesNotHoldItsCaller(t *testing.T) {
 	}
 }
 
+// copyTestBinary copies this test binary into a test directory, written
+// back to the disk (a dirty page cannot be paged out), and returns its
+// path.
+func copyTestBinary(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "copy.test")
+	f, err := os.OpenFile(cp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
 // TestPageOutCode checks that an idle init can give back the pages of its
 // binary's code and constant data: after pageOutCode, fewer of a
 // process's read-only file pages are resident, and the code still runs.
@@ -207,30 +237,7 @@ func TestPageOutCode(t *testing.T) {
 		}
 		return
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := filepath.Join(t.TempDir(), "pageout.test")
-	f, err := os.OpenFile(cp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Written back: a dirty page cannot be paged out.
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(cp, "-test.run", "^TestPageOutCode$", "-test.v")
+	cmd := exec.Command(copyTestBinary(t), "-test.run", "^TestPageOutCode$", "-test.v")
 	cmd.Env = append(os.Environ(), "SANDBOX_TEST_PAGEOUT=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestPageOutCode") {

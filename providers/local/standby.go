@@ -155,7 +155,7 @@ func runStandby(cfg *initConfig) int {
 	if err := unix.Renameat(own[1], cfg.Socket, own[1], ready); err != nil {
 		return fail(fmt.Errorf("announce the standby machine: %w", err))
 	}
-	conn, err := awaitClaim(own[0], own[1], time.Duration(cfg.IdleNS))
+	conn, err := awaitClaim(own[0], own[1], sb.exe, time.Duration(cfg.IdleNS))
 	if err != nil {
 		return 0 // unclaimed: nothing to report, and nobody to report it to
 	}
@@ -209,9 +209,11 @@ func tryCgroups(files []cgroupPath) error {
 }
 
 // awaitClaim waits for the start that claims this standby init on its
-// listening socket lnFD, checking every standbyTick that its directory
-// dirFD still exists, for at most idle.
-func awaitClaim(lnFD, dirFD int, idle time.Duration) (*net.UnixConn, error) {
+// listening socket lnFD, for at most idle, checking every standbyTick that
+// its directory dirFD and its binary exeFD still exist: no start claims
+// the standby of a binary that was removed or replaced (an upgrade, a
+// test binary that ended), whose identity no new one has.
+func awaitClaim(lnFD, dirFD, exeFD int, idle time.Duration) (*net.UnixConn, error) {
 	lf := os.NewFile(uintptr(lnFD), "standby listener")
 	l, err := net.FileListener(lf)
 	lf.Close()
@@ -231,6 +233,9 @@ func awaitClaim(lnFD, dirFD int, idle time.Duration) (*net.UnixConn, error) {
 		var st unix.Stat_t
 		if err := unix.Fstat(dirFD, &st); err != nil || st.Nlink == 0 {
 			return nil, errors.New("the standby directory is gone")
+		}
+		if err := unix.Fstat(exeFD, &st); err != nil || st.Nlink == 0 {
+			return nil, errors.New("the binary is gone")
 		}
 		_ = ln.SetDeadline(time.Now().Add(standbyTick))
 		c, err := ln.AcceptUnix()

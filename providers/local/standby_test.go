@@ -212,3 +212,37 @@ func TestStandbyOff(t *testing.T) {
 		t.Error("a stale standby socket stayed")
 	}
 }
+
+// TestStandbyEndsWithItsBinary: a standby machine whose binary is removed
+// (an upgrade replaced it, a test binary ended) ends: no start could
+// claim it, its binary's identity being gone.
+func TestStandbyEndsWithItsBinary(t *testing.T) {
+	p := newTestProvider(t)
+	if !p.standbyOn() {
+		t.Logf("no standby machines here (%s)", p.cg.describe())
+		return
+	}
+	p.exe = copyTestBinary(t)
+	p.identity = exeIdentity(p.exe)
+	if err := p.spawnStandby(); err != nil {
+		t.Fatal(err)
+	}
+	pid := waitStandby(t, p)
+	start, err := procStartTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p.exe); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if st, err := procStartTime(pid); err != nil || st != start || zombie(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standby init %d outlived its binary", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
