@@ -327,24 +327,43 @@ const (
 // asked for them going on with its operations.
 const standbyNice = 19
 
-// reniceAll sets the nice value of every thread of process pid (a pid of
-// this process's PID namespace, which /proc's must be), and of those
-// started meanwhile by a thread it had not reached yet.
-func reniceAll(pid, nice int) {
+// reniceListed sets the nice value of the threads list returns, listing
+// again until it shows none not yet set (a thread started meanwhile by
+// one not yet reached), and returns how many it set.
+func reniceListed(list func() ([]int, error), nice int) int {
 	done := map[int]bool{}
 	for range 3 {
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		tids, err := list()
+		if err != nil {
+			break
+		}
 		fresh := false
-		for _, t := range tasks {
-			if tid, err := strconv.Atoi(t.Name()); err == nil && !done[tid] {
+		for _, tid := range tids {
+			if !done[tid] {
 				_ = unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
 				done[tid], fresh = true, true
 			}
 		}
 		if !fresh {
-			return
+			break
 		}
 	}
+	return len(done)
+}
+
+// reniceAll sets the nice value of every thread of process pid (a pid of
+// this process's PID namespace, which /proc's must be).
+func reniceAll(pid, nice int) {
+	reniceListed(func() ([]int, error) {
+		entries, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		var tids []int
+		for _, e := range entries {
+			if tid, err := strconv.Atoi(e.Name()); err == nil {
+				tids = append(tids, tid)
+			}
+		}
+		return tids, err
+	}, nice)
 }
 
 // reniceStandby sets the nice value of every thread of the standby init
@@ -353,24 +372,17 @@ func reniceAll(pid, nice int) {
 func (p *Provider) reniceStandby(pid, nice int) {
 	if p.cg.kind == cgroupV1 {
 		for _, d := range p.cg.dirsOf(standbyCgroup(pid)) {
-			done := map[int]bool{}
-			for range 3 {
+			set := reniceListed(func() ([]int, error) {
 				b, err := os.ReadFile(filepath.Join(d, "tasks"))
-				if err != nil {
-					break
-				}
-				fresh := false
+				var tids []int
 				for _, f := range strings.Fields(string(b)) {
-					if tid, err := strconv.Atoi(f); err == nil && !done[tid] {
-						_ = unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
-						done[tid], fresh = true, true
+					if tid, err := strconv.Atoi(f); err == nil {
+						tids = append(tids, tid)
 					}
 				}
-				if !fresh {
-					return
-				}
-			}
-			if len(done) > 0 {
+				return tids, err
+			}, nice)
+			if set > 0 {
 				return
 			}
 		}

@@ -170,16 +170,7 @@ func TestStandbyMachine(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(p.dir, standbyDir)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if st, err := procStartTime(next); err != nil || st != start || zombie(next) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("standby init %d outlived its directory", next)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitGone(t, next, start, "its directory")
 }
 
 // TestStandbyOff: SANDBOX_LOCAL_STANDBY=0 keeps none, and a socket of an
@@ -235,13 +226,20 @@ func TestStandbyEndsWithItsBinary(t *testing.T) {
 	if err := os.Remove(p.exe); err != nil {
 		t.Fatal(err)
 	}
+	waitGone(t, pid, start, "its binary")
+}
+
+// waitGone waits up to 10 s for the standby init pid (started at start)
+// to end once what it needs is gone.
+func waitGone(t *testing.T, pid int, start uint64, what string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if st, err := procStartTime(pid); err != nil || st != start || zombie(pid) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("standby init %d outlived its binary", pid)
+			t.Fatalf("standby init %d outlived %s", pid, what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
