@@ -28,6 +28,26 @@ type machineNS struct {
 	mountNS  string
 	sandbox  string
 	stateDir string
+	// deleting, when set, is when the sandbox's delete began (clock
+	// ticks since boot): a process started since is none of its own.
+	// Once a namespace is gone its inode number is free, and the next
+	// namespace made (a standby machine's, say) may get it.
+	deleting uint64
+}
+
+// bootTicks is the time since boot in the clock ticks of /proc/PID/stat.
+func bootTicks(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, _ := strings.Cut(string(b), " ")
+	secs, err := strconv.ParseFloat(up, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(secs * 100)
 }
 
 // sandboxNS reads the namespaces of sandbox id's running machine.
@@ -64,6 +84,11 @@ func (m machineNS) members() []int {
 		}
 		if zombie(pid) {
 			continue
+		}
+		if m.deleting != 0 && pid != m.pid {
+			if start, err := procStartTime(pid); err != nil || start >= m.deleting {
+				continue
+			}
 		}
 		base := "/proc/" + e.Name() + "/ns/"
 		pidNS, _ := os.Readlink(base + "pid")
@@ -243,6 +268,7 @@ func TestDeleteEndsRunningCommands(t *testing.T) {
 			for _, mk := range markers {
 				waitMember(t, m, mk)
 			}
+			m.deleting = bootTicks(t)
 			if err := p.Delete(context.Background(), id); err != nil {
 				t.Fatalf("Delete: %v", err)
 			}
