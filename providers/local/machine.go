@@ -275,20 +275,8 @@ func (p *Provider) spawnMachine(dir, id string, m meta, since time.Time) error {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local: sandbox %s: stale machine socket: %w", id, err)
 	}
-	var ln *net.UnixListener
-	err := withDir(dir, func(short string) error {
-		var err error
-		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + machineSockName(p.identity), Net: "unix"})
-		return err
-	})
+	lnFile, err := listenFile(dir, machineSockName(p.identity))
 	if err != nil {
-		return fmt.Errorf("local: sandbox %s: machine socket: %w", id, err)
-	}
-	ln.SetUnlinkOnClose(false)
-	lnFile, err := ln.File()
-	ln.Close()
-	if err != nil {
-		os.Remove(sock)
 		return fmt.Errorf("local: sandbox %s: machine socket: %w", id, err)
 	}
 	defer lnFile.Close()
@@ -297,6 +285,47 @@ func (p *Provider) spawnMachine(dir, id string, m meta, since time.Time) error {
 		return err
 	}
 	return nil
+}
+
+// listenFile listens on the Unix socket name in dir (named through a
+// short path: dir may be longer than a socket address allows) and
+// returns the listening socket as a file, for an init to inherit; the
+// socket's name stays until the caller removes it.
+func listenFile(dir, name string) (*os.File, error) {
+	var ln *net.UnixListener
+	err := withDir(dir, func(short string) error {
+		var err error
+		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + name, Net: "unix"})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false)
+	f, err := ln.File()
+	ln.Close()
+	if err != nil {
+		os.Remove(filepath.Join(dir, name))
+		return nil, err
+	}
+	return f, nil
+}
+
+// initCmd is an init of this binary with the descriptors files from 3 on,
+// in a sandbox's new namespaces (but the host's network: the init makes
+// the sandbox's own, and starts each runner in the one its operation asks
+// for), detached in a session of its own.
+func (p *Provider) initCmd(files []*os.File) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:        p.exe,
+		Args:        []string{initArgv0},
+		Env:         []string{},
+		Dir:         "/", // not the caller's directory, which it would pin
+		ExtraFiles:  files,
+		SysProcAttr: nsAttr(p.uids, p.gids, true),
+	}
+	cmd.SysProcAttr.Setsid = true
+	return cmd
 }
 
 // startInit runs the machine's init and waits for it to be ready. The init
@@ -426,17 +455,7 @@ type initProc struct {
 // state directory) and moves it into the sandbox's cgroups, with the
 // limits of res, as it builds the machine.
 func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.File) (*initProc, error) {
-	cmd := &exec.Cmd{
-		Path:       p.exe,
-		Args:       []string{initArgv0},
-		Env:        []string{},
-		Dir:        "/", // not the caller's directory, which it would pin
-		ExtraFiles: files,
-		// The host's network: the init makes the sandbox's own, and
-		// starts each runner in the one its operation asks for.
-		SysProcAttr: nsAttr(p.uids, p.gids, true),
-	}
-	cmd.SysProcAttr.Setsid = true
+	cmd := p.initCmd(files)
 	// The sandbox's cgroups are made while the init starts.
 	cg := p.cg.prepare(id+"-"+machineCgroup, res)
 	if err := cmd.Start(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -557,19 +556,8 @@ func (p *Provider) spawnStandby() error {
 	// started and named.
 	tmp := "new-" + strconv.Itoa(os.Getpid()) + ".sock"
 	_ = os.Remove(filepath.Join(dir, tmp))
-	var ln *net.UnixListener
-	if err := withDir(dir, func(short string) error {
-		var err error
-		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + tmp, Net: "unix"})
-		return err
-	}); err != nil {
-		return err
-	}
-	ln.SetUnlinkOnClose(false)
-	lnFile, err := ln.File()
-	ln.Close()
+	lnFile, err := listenFile(dir, tmp)
 	if err != nil {
-		os.Remove(filepath.Join(dir, tmp))
 		return err
 	}
 	defer lnFile.Close()
@@ -585,17 +573,9 @@ func (p *Provider) spawnStandby() error {
 		return err
 	}
 	defer ctlW.Close()
-	cmd := &exec.Cmd{
-		Path: p.exe,
-		Args: []string{initArgv0},
-		Env:  []string{},
-		Dir:  "/",
-		// Its status goes nowhere before a claim: the control pipe's
-		// reading end holds the place.
-		ExtraFiles:  []*os.File{ctlR, ctlR, lnFile, dirFile},
-		SysProcAttr: nsAttr(p.uids, p.gids, true),
-	}
-	cmd.SysProcAttr.Setsid = true
+	// Its status goes nowhere before a claim: the control pipe's reading
+	// end holds the place.
+	cmd := p.initCmd([]*os.File{ctlR, ctlR, lnFile, dirFile})
 	err = cmd.Start()
 	ctlR.Close()
 	if err != nil {
