@@ -311,8 +311,14 @@ func escapeCases() []escapeCase {
 				if r := e.runRow(t, id, tok, `test -e /tmp/t$T && echo kept || echo gone`); r.stdout != "kept\n" {
 					t.Errorf("/tmp after the exec: %q, want kept", r.stdout)
 				}
-				stopSandbox(t, e.p, id)
-				if r := e.runRow(t, id, tok, `test -e /tmp/t$T && echo kept || echo gone`); r.stdout != "gone\n" {
+				// A stop of a sandbox of its own: the rows run at once
+				// in the shared one, whose commands a stop would end.
+				own := newSandbox(t, e.p, providers.Spec{})
+				if r := e.runRow(t, own, tok, `echo x > /tmp/t$T && test -e /tmp/t$T && echo kept || echo gone`); r.stdout != "kept\n" {
+					t.Errorf("/tmp after the exec: %q, want kept", r.stdout)
+				}
+				stopSandbox(t, e.p, own)
+				if r := e.runRow(t, own, tok, `test -e /tmp/t$T && echo kept || echo gone`); r.stdout != "gone\n" {
 					t.Errorf("/tmp after a stop: %q, want gone", r.stdout)
 				}
 			}},
