@@ -142,16 +142,24 @@ func (s *Store) update(write bool, fn func(map[string]Record) error) error {
 // write allocates no inode and frees none, where a temporary file and a
 // rename do both; on ext4 without a journal an inode allocation skips
 // every inode freed in the last minutes, which made each write cost
-// up to a millisecond after a burst of sandboxes. The caller serializes
-// writers (the spare has one name). Without RENAME_EXCHANGE (or without
-// path yet) the spare is renamed over path.
+// up to a millisecond after a burst of sandboxes. The spare is
+// overwritten in place and then cut to the new length, not truncated
+// first: emptying a file frees its blocks (on a disk mounted with online
+// discard, a discard each) and makes ext4 flush the file at its close,
+// 0.3 ms per write at the median and milliseconds at times, against
+// 0.07 ms in place. The caller serializes writers (the spare has one
+// name). Without RENAME_EXCHANGE (or without path yet) the spare is
+// renamed over path.
 func replaceFile(path string, data []byte) error {
 	spare := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".next")
-	f, err := os.OpenFile(spare, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(spare, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -56,7 +56,9 @@ func TestStoreCorruptFile(t *testing.T) {
 // TestReplaceFileReusesInodes: the state file is replaced atomically by
 // exchanging it with its spare, so that a write after the first allocates
 // no inode: the file and its spare keep swapping the same two, and nothing
-// else is left beside them.
+// else is left beside them. The spare is overwritten in place: a shorter
+// content ("5" into the spare that held "three") leaves nothing of the
+// longer one.
 func TestReplaceFileReusesInodes(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.json")
@@ -69,7 +71,7 @@ func TestReplaceFileReusesInodes(t *testing.T) {
 		return st.Ino
 	}
 	var inodes map[uint64]bool
-	for i, content := range []string{"one", "two", "three", "four"} {
+	for i, content := range []string{"one", "two", "three", "four", "5", "six"} {
 		if err := replaceFile(path, []byte(content)); err != nil {
 			t.Fatal(err)
 		}
