@@ -239,6 +239,11 @@ type Spec struct {
 	// User is the default user of the sandbox's commands (see
 	// ExecRequest.User); empty means root.
 	User string
+	// Transient says that the sandbox is made for the run that creates
+	// it and deleted at its end (`sandbox exec` without --keep): a
+	// provider may then keep its files less durably while that run lasts
+	// (the local provider's first machine honours no fsync).
+	Transient bool
 }
 
 // Network is the network mode of a sandbox or a command.

@@ -357,7 +357,11 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		// A sandbox found later by label is the point of labelling it.
 		s.keep = true
 	default:
-		if err := s.create(ctx, name, o.Spec); err != nil {
+		spec := o.Spec
+		// Deleted at the end of this run, unless kept after all (the
+		// TUI asks at its end).
+		spec.Transient = !o.Keep
+		if err := s.create(ctx, name, spec); err != nil {
 			return nil, err
 		}
 	}

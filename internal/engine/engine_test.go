@@ -612,3 +612,48 @@ func TestHandOver(t *testing.T) {
 		})
 	}
 }
+
+// specFake is the fake provider recording the specs it creates with.
+type specFake struct {
+	*fake.Provider
+	specs []providers.Spec
+}
+
+func (s *specFake) Create(ctx context.Context, spec providers.Spec) (providers.Info, error) {
+	s.specs = append(s.specs, spec)
+	return s.Provider.Create(ctx, spec)
+}
+
+// TestOpenTransient: a sandbox made for this run alone (not kept, not
+// labelled to be found again) is created Transient, so that the provider
+// may keep it less durably; one that is to last is not.
+func TestOpenTransient(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		o    OpenOptions
+		want bool
+	}{
+		{"one run", OpenOptions{}, true},
+		{"kept with --keep", OpenOptions{Keep: true}, false},
+		{"found again by label", OpenOptions{Label: map[string]string{"app": "x"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t, nil)
+			sf := &specFake{Provider: fx.fake}
+			reg := fake.Registration()
+			reg.New = func(providers.Config) (providers.Provider, error) { return sf, nil }
+			e := New(Options{Registry: providers.NewRegistry(reg), StateDir: t.TempDir(), DefaultProvider: "fake"})
+			s, err := e.Open(context.Background(), tt.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			if len(sf.specs) != 1 || sf.specs[0].Transient != tt.want {
+				t.Fatalf("created with %+v, want one create with Transient %v", sf.specs, tt.want)
+			}
+		})
+	}
+}

@@ -200,7 +200,7 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 	// A stop may retire the machine between its start and the dial:
 	// start it again.
 	for attempt := 1; ; attempt++ {
-		if err := p.ensureMachine(dir, id, false); err != nil {
+		if err := p.ensureMachine(dir, id, false, false); err != nil {
 			return nil, err
 		}
 		c, err := p.dialMachine(dir)
@@ -216,8 +216,9 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 // ensureMachine starts the sandbox's machine unless it runs. Starts are
 // serialised by the machine lock: a second start waits for the first and
 // finds its machine. warmed says that the caller prewarmed the cgroup move
-// already (Create, which always starts one, does it at its beginning).
-func (p *Provider) ensureMachine(dir, id string, warmed bool) error {
+// already (Create, which always starts one, does it at its beginning);
+// transient, that the sandbox is made for one run (Spec.Transient).
+func (p *Provider) ensureMachine(dir, id string, warmed, transient bool) error {
 	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -263,14 +264,14 @@ func (p *Provider) ensureMachine(dir, id string, warmed bool) error {
 	// (see lateMasks).
 	since := time.Now()
 	p.loadMasks(since)
-	return p.spawnMachine(dir, id, m, since)
+	return p.spawnMachine(dir, id, m, since, transient)
 }
 
 // spawnMachine starts the sandbox's init on a new listening socket and
 // waits until the machine is built (the init records itself, see
 // machine.record). It is detached: its own session, no parent-death
 // signal, stdio on /dev/null.
-func (p *Provider) spawnMachine(dir, id string, m meta, since time.Time) error {
+func (p *Provider) spawnMachine(dir, id string, m meta, since time.Time, transient bool) error {
 	sock := filepath.Join(dir, machineSockName(p.identity))
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local: sandbox %s: stale machine socket: %w", id, err)
@@ -280,7 +281,7 @@ func (p *Provider) spawnMachine(dir, id string, m meta, since time.Time) error {
 		return fmt.Errorf("local: sandbox %s: machine socket: %w", id, err)
 	}
 	defer lnFile.Close()
-	if err := p.startInit(dir, id, m, lnFile, since); err != nil {
+	if err := p.startInit(dir, id, m, lnFile, since, transient); err != nil {
 		os.Remove(sock)
 		return err
 	}
@@ -332,7 +333,7 @@ func (p *Provider) initCmd(files []*os.File) *exec.Cmd {
 // is placed in the sandbox's cgroups before it starts any process, so
 // every process of the machine is born inside them and the limits bound
 // the whole sandbox.
-func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time.Time) error {
+func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time.Time, transient bool) error {
 	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
 	if err != nil {
 		return fmt.Errorf("local: sandbox %s: %w", id, err)
@@ -379,6 +380,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	// The configuration is completed while the init starts (the masks
 	// read from their cache, among others).
 	p.fillConfig(dir, slotN, cfg, shared, since)
+	cfg.RootLayer.Volatile = transient
 	fail := func(err error) error {
 		starting.kill()
 		// The init records itself as it gets ready: the start failed
@@ -823,7 +825,7 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	if p.weak {
 		return nil
 	}
-	return p.ensureMachine(dir, id, false)
+	return p.ensureMachine(dir, id, false, false)
 }
 
 // Stop ends every process of the sandbox (SIGTERM, then SIGKILL after a

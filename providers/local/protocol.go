@@ -165,6 +165,9 @@ type mountLayer struct {
 	Base  string `json:"base,omitempty"`
 	Upper string `json:"upper"`
 	Work  string `json:"work"`
+	// Volatile mounts the layer with overlayfs's volatile option (see
+	// mountRootLayer; the system layers always are).
+	Volatile bool `json:"volatile,omitempty"`
 }
 
 // File operations of the init's file mode.

@@ -177,12 +177,18 @@ func mountRootLayer(root string, cfg *initConfig) error {
 		return err
 	}
 	retireWork(l.Work, cfg.Trash, cfg.Spread)
-	// Not volatile, unlike the system layers: /workspace and HOME live
-	// here, and a volatile overlay ignores fsync. Its cost, a syncfs of
-	// the state directory's file system when the mount goes, is paid
-	// once, when the machine stops.
+	// Not volatile, unlike the system layers: /workspace, HOME and what
+	// is made outside the system directories (/srv, /data) live here,
+	// and a volatile overlay ignores fsync. Its cost, a syncfs of the state directory's
+	// file system when the mount goes (2 ms and more), is paid once,
+	// when the machine stops. A sandbox made for one run (Transient) is
+	// deleted when its machine stops: its first machine mounts the root
+	// volatile, and its delete does not wait for that sync.
 	opts := "lowerdir=" + layerOpt(root, cfg.Skel) + ",upperdir=" + layerOpt(root, l.Upper) +
 		",workdir=" + layerOpt(root, l.Work) + ",userxattr"
+	if l.Volatile {
+		opts += ",volatile"
+	}
 	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return &setupError{err: fmt.Errorf("the sandbox's root overlay: %w; the sandbox needs overlayfs in a user namespace (Linux 5.11 or newer) and a state directory on a filesystem with user extended attributes", err),
 			unavailable: errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)}
