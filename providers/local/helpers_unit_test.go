@@ -253,3 +253,14 @@ func TestErrorOfNamesThePathOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestKillPending: a process with a SIGKILL queued counts as killed before
+// it has ended; one without does not.
+func TestKillPending(t *testing.T) {
+	if killPending(os.Getpid()) {
+		t.Fatal("this test process counts as killed")
+	}
+	if !killPending(1 << 30) {
+		t.Fatal("a process that does not exist counts as alive")
+	}
+}

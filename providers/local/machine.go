@@ -128,6 +128,30 @@ func procStat(pid int) (byte, uint64, error) {
 	return f[0][0], start, err
 }
 
+// killPending reports whether a SIGKILL waits for pid (in its main
+// thread's or its process's pending set, from /proc/PID/status), or pid
+// cannot be read.
+func killPending(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return true
+	}
+	const kill = 1 << (unix.SIGKILL - 1)
+	for line := range strings.Lines(string(b)) {
+		hex, ok := strings.CutPrefix(line, "SigPnd:")
+		if !ok {
+			hex, ok = strings.CutPrefix(line, "ShdPnd:")
+		}
+		if !ok {
+			continue
+		}
+		if set, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64); err == nil && set&kill != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // liveMachine returns the recorded init of dir if it still runs.
 func liveMachine(dir string) (machineRecord, bool) {
 	rec, err := readMachineRecord(dir)

@@ -229,6 +229,13 @@ func (m *machine) take(req machineRequest) (*spare, spareKey, error) {
 					err = errors.New("the prepared runner was stopped")
 					break
 				}
+				// Or killed: a SIGKILL is pending from the moment
+				// kill returns, while the runner still shows as
+				// running until it has ended.
+				if killPending(sp.c.proc.Pid) {
+					err = errors.New("the prepared runner was killed")
+					break
+				}
 				if m.diskOver.Load() {
 					confineFilesOf(sp.c.proc.Pid, true)
 				}
