@@ -530,8 +530,13 @@ typing:
 			if last {
 				t.Fatalf("typing answered the dialog:\n%s", scr)
 			}
-			// This run's sandbox goes, so that its state is left
-			// empty for the test's clean-up.
+			// This run's TUI ends first (deleting its sandbox, as
+			// on any SIGTERM): left running, it wrote to its state
+			// directory while the test's clean-up removed it
+			// ("directory not empty"). Whatever is left goes, so
+			// that the state is empty for that clean-up.
+			s.signal(syscall.SIGTERM)
+			s.waitFor("EXIT=")
 			_ = c.command("delete", "--all").Run()
 			return false
 		}
