@@ -254,13 +254,38 @@ func TestErrorOfNamesThePathOnce(t *testing.T) {
 	}
 }
 
-// TestKillPending: a process with a SIGKILL queued counts as killed before
-// it has ended; one without does not.
-func TestKillPending(t *testing.T) {
-	if killPending(os.Getpid()) {
-		t.Fatal("this test process counts as killed")
+// TestRunnerGone: a runner counts as gone when stopped, traced, a zombie,
+// or with a SIGKILL pending (in its thread's set or its process's), and
+// when its status cannot be read; a sleeping or running one with other
+// signals pending does not.
+func TestRunnerGone(t *testing.T) {
+	status := func(state, sigPnd, shdPnd string) string {
+		return "Name:\tsandbox-local-i\nState:\t" + state + "\nTgid:\t7\nSigQ:\t0/95000\nSigPnd:\t" + sigPnd +
+			"\nShdPnd:\t" + shdPnd + "\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000100\n"
 	}
-	if !killPending(1 << 30) {
-		t.Fatal("a process that does not exist counts as alive")
+	const none, kill, term = "0000000000000000", "0000000000000100", "0000000000004000"
+	tests := []struct {
+		name, status string
+		want         bool
+	}{
+		{"sleeping", status("S (sleeping)", none, none), false},
+		{"running, SIGTERM pending", status("R (running)", term, none), false},
+		{"SIGKILL pending in the thread", status("R (running)", kill, none), true},
+		{"SIGKILL pending in the process", status("S (sleeping)", none, kill), true},
+		{"stopped", status("T (stopped)", none, none), true},
+		{"traced", status("t (tracing stop)", none, none), true},
+		{"zombie", status("Z (zombie)", none, none), true},
+		{"no state", "Name:\tx\n", false},
+	}
+	for _, tt := range tests {
+		if got := statusGone(tt.status); got != tt.want {
+			t.Errorf("%s: statusGone = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if runnerGone(os.Getpid()) {
+		t.Error("this test process counts as gone")
+	}
+	if !runnerGone(1 << 30) {
+		t.Error("a process that does not exist counts as usable")
 	}
 }

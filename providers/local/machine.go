@@ -128,25 +128,34 @@ func procStat(pid int) (byte, uint64, error) {
 	return f[0][0], start, err
 }
 
-// killPending reports whether a SIGKILL waits for pid (in its main
-// thread's or its process's pending set, from /proc/PID/status), or pid
-// cannot be read.
-func killPending(pid int) bool {
+// runnerGone reports whether process pid can take no more work: it cannot
+// be read, it is stopped, traced or a zombie, or a SIGKILL waits for it —
+// pending from the moment kill returns (a fatal signal becomes one), while
+// the process still shows as running until it has ended. One read of
+// /proc/PID/status.
+func runnerGone(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return true
-	}
+	return err != nil || statusGone(string(b))
+}
+
+// statusGone is runnerGone's verdict on the text of a /proc/PID/status.
+func statusGone(status string) bool {
 	const kill = 1 << (unix.SIGKILL - 1)
-	for line := range strings.Lines(string(b)) {
-		hex, ok := strings.CutPrefix(line, "SigPnd:")
-		if !ok {
-			hex, ok = strings.CutPrefix(line, "ShdPnd:")
-		}
+	for line := range strings.Lines(status) {
+		name, value, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
 		}
-		if set, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64); err == nil && set&kill != 0 {
-			return true
+		value = strings.TrimSpace(value)
+		switch name {
+		case "State":
+			if value == "" || strings.ContainsRune("TtZX", rune(value[0])) {
+				return true
+			}
+		case "SigPnd", "ShdPnd":
+			if set, err := strconv.ParseUint(value, 16, 64); err == nil && set&kill != 0 {
+				return true
+			}
 		}
 	}
 	return false

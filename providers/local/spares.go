@@ -222,18 +222,11 @@ func (m *machine) take(req machineRequest) (*spare, spareKey, error) {
 				err = errors.New("the prepared runner died")
 			default:
 				// A process of the runner's user may have stopped
-				// it while it waited (signals are all it can do to
-				// it): such a runner would never start the
-				// operation.
-				if state, _, serr := procStat(sp.c.proc.Pid); serr != nil || state == 'T' || state == 't' || state == 'Z' {
-					err = errors.New("the prepared runner was stopped")
-					break
-				}
-				// Or killed: a SIGKILL is pending from the moment
-				// kill returns, while the runner still shows as
-				// running until it has ended.
-				if killPending(sp.c.proc.Pid) {
-					err = errors.New("the prepared runner was killed")
+				// or killed it while it waited (signals are all it
+				// can do to it): such a runner would never start
+				// the operation.
+				if runnerGone(sp.c.proc.Pid) {
+					err = errors.New("the prepared runner was stopped or killed")
 					break
 				}
 				if m.diskOver.Load() {
