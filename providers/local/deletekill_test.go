@@ -47,7 +47,7 @@ func bootTicks(t *testing.T) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return uint64(secs * 100)
+	return uint64(secs * clockTicks)
 }
 
 // sandboxNS reads the namespaces of sandbox id's running machine.

@@ -233,7 +233,7 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 	// A stop may retire the machine between its start and the dial:
 	// start it again.
 	for attempt := 1; ; attempt++ {
-		if err := p.ensureMachine(dir, id, false, false); err != nil {
+		if err := p.ensureMachine(dir, id, machineStart{}); err != nil {
 			return nil, err
 		}
 		c, err := p.dialMachine(dir)
@@ -246,12 +246,21 @@ func (p *Provider) connect(dir, id string) (*net.UnixConn, error) {
 	}
 }
 
+// machineStart is how Create starts a sandbox's first machine; every other
+// start uses the zero value.
+type machineStart struct {
+	// warmed: the caller prewarmed the cgroup move already (Create,
+	// which always starts a machine, does it at its beginning).
+	warmed bool
+	// transient: the sandbox is made for one run (Spec.Transient), so
+	// its root layer is mounted volatile (see mountRootLayer).
+	transient bool
+}
+
 // ensureMachine starts the sandbox's machine unless it runs. Starts are
 // serialised by the machine lock: a second start waits for the first and
-// finds its machine. warmed says that the caller prewarmed the cgroup move
-// already (Create, which always starts one, does it at its beginning);
-// transient, that the sandbox is made for one run (Spec.Transient).
-func (p *Provider) ensureMachine(dir, id string, warmed, transient bool) error {
+// finds its machine.
+func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 	lock, err := lockFile(dir, machineLock, unix.LOCK_EX)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -287,7 +296,7 @@ func (p *Provider) ensureMachine(dir, id string, warmed, transient bool) error {
 		_ = os.WriteFile(filepath.Join(dir, crashedFile), nil, 0o600)
 		_ = os.Remove(filepath.Join(dir, machinePidFile))
 	}
-	if !warmed && !p.haveStandby() {
+	if !how.warmed && !p.haveStandby() {
 		// The init is moved into cgroups: start the wait that move
 		// involves now (see prewarm). Only when one starts: a CLI
 		// whose warming write still waits cannot exit.
@@ -297,7 +306,7 @@ func (p *Provider) ensureMachine(dir, id string, warmed, transient bool) error {
 	// (see lateMasks).
 	since := time.Now()
 	p.loadMasks(since)
-	return p.spawnMachine(dir, id, m, since, transient)
+	return p.spawnMachine(dir, id, m, since, how.transient)
 }
 
 // spawnMachine starts the sandbox's init on a new listening socket and
@@ -858,7 +867,7 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	if p.weak {
 		return nil
 	}
-	return p.ensureMachine(dir, id, false, false)
+	return p.ensureMachine(dir, id, machineStart{})
 }
 
 // Stop ends every process of the sandbox (SIGTERM, then SIGKILL after a

@@ -423,7 +423,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	// that refuses it fails here (exit 125, with the fix), not at
 	// every command afterwards.
 	if !p.weak {
-		if err := p.ensureMachine(dir, id, true, spec.Transient); err != nil {
+		if err := p.ensureMachine(dir, id, machineStart{warmed: true, transient: spec.Transient}); err != nil {
 			_ = os.Remove(filepath.Join(dir, metaFile))
 			_ = p.killMachine(dir)
 			_ = removeTree(dir)
