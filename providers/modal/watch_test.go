@@ -73,9 +73,12 @@ func TestFilesystemWatch(t *testing.T) {
 			t.Parallel()
 			dir := "/tmp/watch-" + strings.ReplaceAll(tc.name, " ", "-")
 			sh(t, "mkdir -p "+dir+"; D="+dir+"; "+tc.setup)
-			// The changes go on a little longer than the watch, so that
-			// a watch slow to start still sees some.
-			loop := "D=" + dir + "; end=$(($(date +%s)+5)); while [ $(date +%s) -lt $end ]; do " + tc.change + "; sleep 0.1; done"
+			// The changes go on until the watch has ended (a stop file
+			// beside the directory, or a minute at most): a loaded host
+			// may take seconds to start the watch, and a loop of fixed
+			// length was over before it began.
+			stop := dir + ".stop"
+			loop := "D=" + dir + "; end=$(($(date +%s)+60)); while [ ! -e " + stop + " ] && [ $(date +%s) -lt $end ]; do " + tc.change + "; sleep 0.1; done"
 			bg, err := sb.Exec(ctx, []string{"sh", "-c", loop}, nil)
 			if err != nil {
 				t.Fatalf("Exec: %v", err)
@@ -97,6 +100,7 @@ func TestFilesystemWatch(t *testing.T) {
 				slices.Sort(names)
 				got = append(got, string(ev.EventType)+":"+strings.Join(names, ","))
 			}
+			sh(t, "touch "+stop)
 			_, _ = bg.Wait(ctx, nil)
 			if tc.want == nil && len(got) > 0 {
 				t.Errorf("events = %q, want none", got)
