@@ -4,7 +4,6 @@ package local
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,14 +64,9 @@ func runInit() int {
 func runConfigured(ctl, status *os.File, sb *standby) int {
 	rep := &reporter{w: status}
 	ctlr := bufio.NewReader(ctl)
-	line, err := ctlr.ReadBytes('\n')
+	cfg, err := readConfig(ctlr)
 	if err != nil {
-		rep.setupFail(fmt.Errorf("read configuration: %w", err))
-		return 125
-	}
-	var cfg initConfig
-	if err := json.Unmarshal(line, &cfg); err != nil {
-		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
+		rep.setupFail(err)
 		return 125
 	}
 	switch {
@@ -125,7 +119,7 @@ func closeOnExecFrom(fd int) {
 	}
 }
 
-// reporter writes status lines to the host.
+// reporter writes status messages to the host.
 type reporter struct {
 	w        io.Writer
 	landlock int
@@ -141,8 +135,7 @@ func (r *reporter) send(m statusMsg) {
 		f()
 	}
 	m.Landlock = r.landlock
-	b, _ := json.Marshal(m)
-	_, _ = r.w.Write(append(b, '\n'))
+	_, _ = r.w.Write(appendFrame(nil, encodeStatus(&m)))
 }
 
 // setupFail reports a failure to build the sandbox.

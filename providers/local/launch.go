@@ -3,8 +3,8 @@
 package local
 
 import (
+	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -86,7 +86,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	ctl     *os.File      // host end of the control pipe; closed once
 	ctlOnce sync.Once     // closes ctl
-	status  *json.Decoder // init's status lines
+	status  *bufio.Reader // init's status messages
 	statusR *os.File
 	exited  chan struct{} // closed when the operation is over
 	waitErr error         // valid after exited
@@ -158,11 +158,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 	}
 	p.fillConfig(dir, slotN, cfg, sharedNet, time.Now())
 	cfg.Gated = cfg.Mode == modeExec
-	line, err := json.Marshal(cfg)
-	if err != nil {
-		slot.Close()
-		return nil, fmt.Errorf("local: encode init configuration: %w", err)
-	}
+	frame := appendFrame(nil, encodeConfig(cfg))
 	pr := &proc{id: id, slot: slot, exited: make(chan struct{}), weak: true}
 	ends, err := pr.openEnds(stdio)
 	if err != nil {
@@ -174,8 +170,8 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 		return nil, startError(id, err)
 	}
 	recordWeakRun(dir, pid, pr.exited)
-	pr.status = json.NewDecoder(pr.statusR)
-	if _, err := pr.ctl.Write(append(line, '\n')); err != nil && !errors.Is(err, syscall.EPIPE) {
+	pr.status = bufio.NewReader(pr.statusR)
+	if _, err := pr.ctl.Write(frame); err != nil && !errors.Is(err, syscall.EPIPE) {
 		pr.kill()
 		pr.finish()
 		return nil, fmt.Errorf("local: sandbox %s: send init configuration: %w", id, err)
@@ -564,17 +560,17 @@ func (pr *proc) watch(ctx context.Context, abort func()) (stop func()) {
 	return func() { close(done) }
 }
 
-// next reads one status line; ok is false at the end of the stream.
+// next reads one status message; ok is false at the end of the stream.
 func (pr *proc) next() (statusMsg, bool) {
-	var m statusMsg
-	if err := pr.status.Decode(&m); err != nil {
+	m, err := readStatus(pr.status)
+	if err != nil {
 		return statusMsg{}, false
 	}
 	return m, true
 }
 
-// finish reads the remaining status lines, waits for the operation's end
-// and releases everything; it returns the last status line (zero if none
+// finish reads the remaining status messages, waits for the operation's end
+// and releases everything; it returns the last status message (zero if none
 // came).
 func (pr *proc) finish() (statusMsg, bool) {
 	var last statusMsg

@@ -30,8 +30,8 @@ type layer struct {
 
 // link is one top-level symlink of the new root, e.g. bin -> usr/bin.
 type link struct {
-	Name   string `json:"name"`
-	Target string `json:"target"`
+	Name   string
+	Target string
 }
 
 // hostLayout inspects the host's system directories under root.

@@ -59,20 +59,20 @@ const (
 // command and the sizes of its tmpfs mounts. Zero means unlimited (or the
 // kernel's default size).
 type limits struct {
-	NProc uint64 `json:"nproc,omitempty"`
-	Data  uint64 `json:"data,omitempty"`
+	NProc uint64
+	Data  uint64
 	// DataSoft leaves the hard RLIMIT_DATA as it is (see above).
-	DataSoft bool   `json:"data_soft,omitempty"`
-	FSize    uint64 `json:"fsize,omitempty"`
-	TmpSize  uint64 `json:"tmp_size,omitempty"`
-	ShmSize  uint64 `json:"shm_size,omitempty"`
-	RunSize  uint64 `json:"run_size,omitempty"`
-	NoCores  bool   `json:"no_cores,omitempty"`
+	DataSoft bool
+	FSize    uint64
+	TmpSize  uint64
+	ShmSize  uint64
+	RunSize  uint64
+	NoCores  bool
 	// Disk is the sandbox's disk quota and DiskReserve the free space
 	// of the state directory's file system it may not take, in bytes;
 	// the machine's init enforces both (see watchDisk).
-	Disk        uint64 `json:"disk,omitempty"`
-	DiskReserve uint64 `json:"disk_reserve,omitempty"`
+	Disk        uint64
+	DiskReserve uint64
 }
 
 // defaultMemoryDivisor: a sandbox that asks for no memory limit gets

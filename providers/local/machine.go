@@ -5,9 +5,7 @@ package local
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -431,22 +429,18 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 		return err
 	}
 	cfg.HostPID, cfg.HostStart = starting.pid, starting.start
-	line, err := json.Marshal(cfg)
-	if err != nil {
-		return fail(fmt.Errorf("local: encode machine configuration: %w", err))
-	}
-	if err := writeAll(ctlW, append(line, '\n')); err != nil {
+	if err := writeConfig(ctlW, cfg); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: send the machine configuration: %w", id, err))
 	}
 	// The init starts its first runner, and builds the machine
 	// meanwhile; the runner goes into the cgroups with it, before either
 	// starts anything (see runMachine).
-	status := json.NewDecoder(statR)
-	// reported reads the init's next status line, which must say what
+	status := bufio.NewReader(statR)
+	// reported reads the init's next status message, which must say what
 	// ok wants; anything else ends the start.
 	reported := func(ok func(statusMsg) bool) error {
-		var msg statusMsg
-		if err := status.Decode(&msg); err != nil || !ok(msg) {
+		msg, err := readStatus(status)
+		if err != nil || !ok(msg) {
 			_ = fail(nil)
 			if msg.Setup {
 				return setupErr(id, msg)
@@ -465,11 +459,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
 	}
 	gate := machineGate{Masks: p.lateMasks(cfg)}
-	line, err = json.Marshal(gate)
-	if err != nil {
-		return fail(fmt.Errorf("local: encode the machine's start: %w", err))
-	}
-	if err := writeAll(ctlW, append(line, '\n')); err != nil {
+	if err := writeAll(ctlW, appendFrame(nil, encodeGate(&gate))); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
 	}
 	ctlW.Close()
@@ -710,17 +700,12 @@ func (p *Provider) ask(c *net.UnixConn, req machineRequest, fds *[]*os.File) (ma
 // sendRequest writes one request, with files attached.
 func sendRequest(c *net.UnixConn, req machineRequest, files []*os.File) error {
 	req.Version = machineVersion
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	msg = append(msg, body...)
+	msg := appendFrame(nil, encodeRequest(&req))
 	var oob []byte
 	if len(files) > 0 {
 		oob = unix.UnixRights(fdsOf(files)...)
 	}
-	_, _, err = c.WriteMsgUnix(msg, oob, nil)
+	_, _, err := c.WriteMsgUnix(msg, oob, nil)
 	return err
 }
 
@@ -748,11 +733,7 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 // operation (it was stopping): nothing ran.
 func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
 	pr := &proc{id: id, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
-	line, err := json.Marshal(cfg)
-	if err != nil {
-		pr.closeHost()
-		return nil, false, fmt.Errorf("local: encode operation: %w", err)
-	}
+	frame := appendFrame(nil, encodeConfig(cfg))
 	ends, err := pr.openEnds(stdio)
 	if err != nil {
 		pr.closeHost()
@@ -769,7 +750,7 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, req 
 	// the runner's reading, or the pipe's end, lets go.
 	written := make(chan struct{})
 	go func() {
-		_ = writeAll(pr.ctl, append(line, '\n'))
+		_ = writeAll(pr.ctl, frame)
 		close(written)
 	}()
 	req.Op = reqRun
@@ -808,7 +789,7 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, req 
 		return fail(false, fmt.Errorf("local: sandbox %s: unexpected machine reply", id))
 	}
 	pr.written = written
-	pr.status = json.NewDecoder(pr.statusR)
+	pr.status = bufio.NewReader(pr.statusR)
 	ends.outs.start(ends.copyTo...)
 	// The runner's exit is reported by the init; a runner that reported
 	// the operation's end may live on (for what its command left
@@ -842,17 +823,13 @@ func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, req 
 	return pr, false, nil
 }
 
-// readReply reads one line from a machine.
+// readReply reads one reply from a machine.
 func readReply(r *bufio.Reader) (machineReply, error) {
-	line, err := r.ReadBytes('\n')
+	body, err := readFrame(r)
 	if err != nil {
 		return machineReply{}, err
 	}
-	var h machineReply
-	if err := json.Unmarshal(line, &h); err != nil {
-		return machineReply{}, fmt.Errorf("machine reply: %w", err)
-	}
-	return h, nil
+	return decodeReply(body)
 }
 
 // Start starts the sandbox's machine unless it runs.

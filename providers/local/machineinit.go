@@ -5,7 +5,6 @@ package local
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,47 +62,47 @@ const (
 // big-endian length, with the descriptors of a run attached as
 // SCM_RIGHTS.
 type machineRequest struct {
-	Version int    `json:"version"`
-	Op      string `json:"op"`
+	Version int
+	Op      string
 	// Shared asks for a runner in the host's network; Any takes one in
 	// the sandbox's own mode (file operations use no network).
-	Shared bool `json:"shared,omitempty"`
-	Any    bool `json:"any,omitempty"`
+	Shared bool
+	Any    bool
 	// User is the user the operation runs as: runners become their
 	// user before an operation comes, and serve only that user.
-	User string `json:"user,omitempty"`
+	User string
 	// Background runs the command detached, its output into a log
 	// that logs reads.
-	Background bool `json:"background,omitempty"`
+	Background bool
 	// PID and Signal are kill's and logs' process; Follow makes logs
 	// report the end of the process.
-	PID    int  `json:"pid,omitempty"`
-	Signal int  `json:"signal,omitempty"`
-	Follow bool `json:"follow,omitempty"`
+	PID    int
+	Signal int
+	Follow bool
 	// GraceNS is how long stop waits after SIGTERM before SIGKILL.
-	GraceNS int64 `json:"grace_ns,omitempty"`
+	GraceNS int64
 }
 
-// machineReply is a line from the init to a client: for a run, Started
+// machineReply is a message from the init to a client: for a run, Started
 // once the operation was handed to a runner (before it, nothing ran and
 // the client may try again), then Exit (the runner's wait status) or Err;
 // for the other requests their answer.
 type machineReply struct {
-	Started bool                `json:"started,omitempty"`
-	Exit    string              `json:"exit,omitempty"`
-	Err     string              `json:"err,omitempty"`
-	Setup   bool                `json:"setup,omitempty"`
-	Kind    string              `json:"kind,omitempty"`
-	Procs   []providers.Process `json:"procs,omitempty"`
+	Started bool
+	Exit    string
+	Err     string
+	Setup   bool
+	Kind    string
+	Procs   []providers.Process
 	// Done ends a stop, a kill or a logs request; Code is a
 	// background command's exit status once it ended.
-	Done bool `json:"done,omitempty"`
-	Code *int `json:"code,omitempty"`
+	Done bool
+	Code *int
 }
 
 // machineVersion changes whenever the machine's protocol or the runners'
 // setup change meaning; it is part of the init's socket name.
-const machineVersion = 2
+const machineVersion = 3
 
 // maxMachineRequest bounds the size of one request.
 const maxMachineRequest = 1 << 16
@@ -287,15 +286,11 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 // readMachineGate reads the machineGate that follows a machine's
 // configuration and start byte.
 func readMachineGate(r *bufio.Reader) (machineGate, error) {
-	var g machineGate
-	line, err := r.ReadBytes('\n')
+	body, err := readFrame(r)
 	if err != nil {
-		return g, errors.New("the host did not start the machine")
+		return machineGate{}, errors.New("the host did not start the machine")
 	}
-	if err := json.Unmarshal(line, &g); err != nil {
-		return g, fmt.Errorf("decode the machine's start: %w", err)
-	}
-	return g, nil
+	return decodeGate(body)
 }
 
 // ignoreSignals makes every signal that would end or stop the init
@@ -539,8 +534,7 @@ func (m *machine) handle(c *net.UnixConn) {
 	defer release()
 	defer c.Close()
 	reply := func(r machineReply) {
-		b, _ := json.Marshal(r)
-		_, _ = c.Write(append(b, '\n'))
+		_, _ = c.Write(appendFrame(nil, encodeReply(&r)))
 	}
 	if err := checkPeer(c, m.uid); err != nil {
 		reply(machineReply{Err: err.Error(), Setup: true})
@@ -647,8 +641,8 @@ func (m *machine) logs(c *net.UnixConn, req machineRequest, reply func(machineRe
 		code = &n
 	default:
 	}
-	body, _ := json.Marshal(machineReply{Started: true, Code: code})
-	if _, _, err := c.WriteMsgUnix(append(body, '\n'), unix.UnixRights(int(f.Fd())), nil); err != nil {
+	started := machineReply{Started: true, Code: code}
+	if _, _, err := c.WriteMsgUnix(appendFrame(nil, encodeReply(&started)), unix.UnixRights(int(f.Fd())), nil); err != nil {
 		return
 	}
 	if code != nil || !req.Follow {
@@ -852,8 +846,8 @@ func readMachineRequest(c *net.UnixConn) (machineRequest, []*os.File, error) {
 	if _, err := io.ReadFull(c, body); err != nil {
 		return req, files, fmt.Errorf("read request: %w", err)
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return req, files, fmt.Errorf("decode request: %w", err)
+	if req, err = decodeRequest(body); err != nil {
+		return req, files, err
 	}
 	if req.Version != machineVersion {
 		return req, files, fmt.Errorf("request version %d, the machine speaks %d", req.Version, machineVersion)
@@ -945,13 +939,13 @@ func runRunner() int {
 	rep := &reporter{w: f}
 	// The init sends nothing after the configuration until this runner
 	// is ready, so the buffered reader cannot swallow the descriptors.
-	line, err := bufio.NewReader(f).ReadBytes('\n')
+	body, err := readFrame(bufio.NewReader(f))
 	if err != nil {
 		return 125
 	}
-	var cfg initConfig
-	if err := json.Unmarshal(line, &cfg); err != nil {
-		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
+	cfg, err := decodeConfig(body)
+	if err != nil {
+		rep.setupFail(err)
 		return 125
 	}
 	abi, err := harden(&cfg)
@@ -1042,14 +1036,9 @@ func (r *runner) serve() (code int, again bool) {
 	closeOnExecFrom(ctlFD)
 	rep := &reporter{w: fdFile(statusFD), landlock: r.landlock}
 	ctl := bufio.NewReader(fdFile(ctlFD))
-	line, err := ctl.ReadBytes('\n')
+	cfg, err := readConfig(ctl)
 	if err != nil {
-		rep.setupFail(fmt.Errorf("read configuration: %w", err))
-		return 125, false
-	}
-	var cfg initConfig
-	if err := json.Unmarshal(line, &cfg); err != nil {
-		rep.setupFail(fmt.Errorf("decode configuration: %w", err))
+		rep.setupFail(err)
 		return 125, false
 	}
 	if cfg.User != r.user {

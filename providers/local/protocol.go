@@ -13,12 +13,12 @@ import (
 
 // The host and the init talk over three channels besides stdio:
 //
-//   - fd 3, control (host → init): one JSON line holding initConfig; a
+//   - fd 3, control (host → init): initConfig, one frame (see wire.go); a
 //     gated exec then waits for a start byte; for operations that stream
 //     data in (write, upload), a single commit byte
 //     follows once the host has delivered every byte on stdin. EOF without
 //     it means "abort": the init discards what it received.
-//   - fd 4, status (init → host): JSON lines of statusMsg.
+//   - fd 4, status (init → host): statusMsg frames.
 //   - stdin/stdout/stderr: the command's streams, or the data of a file
 //     operation.
 const (
@@ -48,97 +48,97 @@ const (
 // initConfig is everything the init needs; it travels over the control pipe
 // and never through argv or the environment.
 type initConfig struct {
-	Mode string `json:"mode"`
+	Mode string
 	// Root is the host directory the new root is mounted on: an
 	// overlay of RootLayer (Upper and Work; Skel, an empty directory,
 	// is its lower layer), so that every path of the sandbox is
 	// writable and persists across stops.
-	Root      string     `json:"root"`
-	Skel      string     `json:"skel,omitempty"`
-	RootLayer mountLayer `json:"root_layer,omitzero"`
+	Root      string
+	Skel      string
+	RootLayer mountLayer
 	// Layers are overlaid at /<Name>: Lower from the host, Upper and
 	// Work in the sandbox's state directory.
-	Layers []mountLayer `json:"layers"`
+	Layers []mountLayer
 	// Trash is where the work directories of the layers' previous mounts
 	// go before the layers are mounted, and Spread says that each layer
 	// gets a new work directory each time (see retireWork).
-	Trash  string `json:"trash,omitempty"`
-	Spread bool   `json:"spread,omitempty"`
-	Links  []link `json:"links,omitempty"`
+	Trash  string
+	Spread bool
+	Links  []link
 	// Workspace and HomeSrc are host directories bound at /workspace
 	// and at Home.
-	Workspace string `json:"workspace"`
-	HomeSrc   string `json:"home_src"`
-	Home      string `json:"home"`
+	Workspace string
+	HomeSrc   string
+	Home      string
 	// SharedNet keeps the host's network namespace.
-	SharedNet bool `json:"shared_net,omitempty"`
+	SharedNet bool
 	// Masks are the host paths hidden in the sandbox (see maskedFiles
 	// and hostMasks).
-	Masks []string `json:"masks,omitempty"`
+	Masks []string
 	// Limits are the command's rlimits and the sizes of its tmpfs mounts.
-	Limits limits `json:"limits"`
+	Limits limits
 	// Weak runs without namespaces (see weak.go); TmpSrc is then the
 	// host directory standing in for /tmp.
-	Weak   bool   `json:"weak,omitempty"`
-	TmpSrc string `json:"tmp_src,omitempty"`
+	Weak   bool
+	TmpSrc string
 	// WeakHidden are host paths inside the system directories that the
 	// weak mode's Landlock rules leave out: the tool's state directory
 	// (every sandbox's files) and /var/tmp (see roExcept).
-	WeakHidden []string `json:"weak_hidden,omitempty"`
+	WeakHidden []string
 	// stop is closed when the weak-mode init is asked to end (init only).
 	stop chan struct{}
 	// Resources are the sandbox's requested limits; the host turns them
 	// into Limits and cgroups, the init never sees them.
-	Resources providers.Resources `json:"-"`
+	Resources providers.Resources
 	// Gated: the init builds and hardens the sandbox at once but starts
 	// the command only after a startByte on the control pipe. The host
 	// sends the configuration first and places the init in its cgroups
 	// while the init builds its root: moving a process between cgroups
 	// can wait for an RCU grace period (milliseconds on cgroup v1), which
 	// then overlaps the mounts instead of preceding them.
-	Gated bool `json:"gated,omitempty"`
+	Gated bool
 
 	// Exec mode. Background detaches the command (see runBackground).
-	Argv       []string `json:"argv,omitempty"`
-	Env        []string `json:"env,omitempty"`
-	Cwd        string   `json:"cwd,omitempty"`
-	Background bool     `json:"background,omitempty"`
+	Argv       []string
+	Env        []string
+	Cwd        string
+	Background bool
 	// TTY runs the command on the terminal its stdin is (see pty.go).
-	TTY bool `json:"tty,omitempty"`
+	TTY bool
 	// User runs the operation (a command or a file operation) as this
 	// user of the sandbox, a name or a uid; empty is the runner's own.
 	// KeepHome says that the caller set HOME itself.
-	User     string `json:"user,omitempty"`
-	KeepHome bool   `json:"keep_home,omitempty"`
+	User     string
+	KeepHome bool
 	// SetID (runners of a sandbox with a range of ids) keeps CAP_SETUID
 	// and CAP_SETGID through hardening, for becomeUser.
-	SetID bool `json:"set_id,omitempty"`
+	SetID bool
 	// DefaultUser (machine) is the sandbox's default user, made at
 	// start when its /etc/passwd does not have it (see ensureUser).
-	DefaultUser string `json:"default_user,omitempty"`
+	DefaultUser string
 
 	// File mode.
-	File *fileRequest `json:"file,omitempty"`
+	File *fileRequest
 
 	// Machine mode: how long the machine stays without operations
 	// before it stops (0: until stopped), the identity in its socket's
 	// name, and its pid and start time as the host sees them (its
 	// record, machinePidFile, which it writes itself).
-	IdleNS    int64  `json:"idle_ns,omitempty"`
-	Identity  string `json:"identity,omitempty"`
-	HostPID   int    `json:"host_pid,omitempty"`
-	HostStart uint64 `json:"host_start,omitempty"`
+	IdleNS    int64
+	Identity  string
+	HostPID   int
+	HostStart uint64
 
 	// Standby mode: the cgroups the init makes and moves itself into
 	// (IdleNS is how long it waits to be claimed), and whether it yields
 	// the CPUs until a claim.
-	Cgroups []cgroupPath `json:"cgroups,omitempty"`
+	Cgroups []cgroupPath
 	// Nice starts a standby init at standbyNice; SettleNS is how long it
 	// waits before it moves into its cgroups; Socket is its socket's
 	// name in its directory, which it renames once ready.
-	Nice     bool   `json:"nice,omitempty"`
-	SettleNS int64  `json:"settle_ns,omitempty"`
-	Socket   string `json:"socket,omitempty"`
+	Nice     bool
+	SettleNS int64
+	Socket   string
 
 	// exeFD is the init's binary, kept for the runners (machine only).
 	exeFD int
@@ -154,20 +154,20 @@ type initConfig struct {
 // secrets that the configuration's masks, read from a cache, lacked (see
 // Provider.lateMasks): the init hides them before it restricts itself.
 type machineGate struct {
-	Masks []string `json:"masks,omitempty"`
+	Masks []string
 }
 
 // mountLayer is one overlay mount of the new root.
 type mountLayer struct {
-	Name  string `json:"name"`
-	Lower string `json:"lower"`
+	Name  string
+	Lower string
 	// Base, when set, is laid over Lower (see etcBase).
-	Base  string `json:"base,omitempty"`
-	Upper string `json:"upper"`
-	Work  string `json:"work"`
+	Base  string
+	Upper string
+	Work  string
 	// Volatile mounts the layer with overlayfs's volatile option (see
 	// mountRootLayer; the system layers always are).
-	Volatile bool `json:"volatile,omitempty"`
+	Volatile bool
 }
 
 // File operations of the init's file mode.
@@ -189,52 +189,52 @@ const (
 
 // fileRequest is one file operation, with paths inside the sandbox.
 type fileRequest struct {
-	Op        string                 `json:"op"`
-	Path      string                 `json:"path"`
-	To        string                 `json:"to,omitempty"`
-	Mode      fs.FileMode            `json:"mode,omitempty"`
-	Depth     int                    `json:"depth,omitempty"`
-	Recursive bool                   `json:"recursive,omitempty"`
-	Grep      *providers.GrepRequest `json:"grep,omitempty"`
+	Op        string
+	Path      string
+	To        string
+	Mode      fs.FileMode
+	Depth     int
+	Recursive bool
+	Grep      *providers.GrepRequest
 	// Direct marks a write whose input is a regular host file, copied
 	// to its end (see UploadFile): the host commits nothing, and closes
 	// the control pipe only to abort. MTime (Unix nanoseconds, when not
 	// zero) is the written file's modification time.
-	Direct bool  `json:"direct,omitempty"`
-	MTime  int64 `json:"mtime,omitempty"`
+	Direct bool
+	MTime  int64
 	// NoFollow asks that no symlink be followed in the paths, which were
 	// resolved and approved already (see providers.WithNoFollow).
-	NoFollow bool `json:"no_follow,omitempty"`
+	NoFollow bool
 }
 
-// statusMsg is one line on the status pipe.
+// statusMsg is one message on the status pipe.
 type statusMsg struct {
 	// Exit is the command's status (exec mode): the command ran.
-	Exit *int `json:"exit,omitempty"`
+	Exit *int
 	// PID is a background command's, once it started.
-	PID int `json:"pid,omitempty"`
+	PID int
 	// Open says that a streaming file operation started and its data
 	// follows on stdout.
-	Open bool `json:"open,omitempty"`
+	Open bool
 	// Done ends a file operation successfully; from a holder or a spare
 	// it says that it is ready.
-	Done bool `json:"done,omitempty"`
+	Done bool
 	// Err describes a failure; Setup marks one of building the sandbox
 	// rather than of the operation, Kind and Errno classify it.
-	Err   string `json:"err,omitempty"`
-	Setup bool   `json:"setup,omitempty"`
-	Kind  string `json:"kind,omitempty"`
-	Errno int    `json:"errno,omitempty"`
+	Err   string
+	Setup bool
+	Kind  string
+	Errno int
 	// Landlock is the Landlock ABI version enforced (0: none).
-	Landlock int `json:"landlock,omitempty"`
+	Landlock int
 	// Forked, from a machine's init, says that it started its first
 	// runner, which the host is to move into the sandbox's cgroups with
 	// it (see runMachine).
-	Forked bool `json:"forked,omitempty"`
+	Forked bool
 
-	Info    *providers.FileInfo   `json:"info,omitempty"`
-	Infos   []providers.FileInfo  `json:"infos,omitempty"`
-	Matches []providers.GrepMatch `json:"matches,omitempty"`
+	Info    *providers.FileInfo
+	Infos   []providers.FileInfo
+	Matches []providers.GrepMatch
 }
 
 // Error kinds on the wire.

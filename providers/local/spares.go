@@ -3,7 +3,6 @@
 package local
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -113,17 +112,14 @@ func (m *machine) startSpareHeld(key spareKey, release <-chan struct{}) *spare {
 		cfg.SharedNet = key.shared
 		cfg.User = key.user
 		cfg.IdleNS = 0
-		line, err := json.Marshal(&cfg)
+		if err := writeConfig(sp.sock, &cfg); err != nil {
+			sp.ready <- fmt.Errorf("configure a runner: %w", err)
+			return
+		}
+		// Read unbuffered: nothing of what follows on the socket
+		// may be taken with the status.
+		msg, err := readStatus(sp.sock)
 		if err != nil {
-			sp.ready <- fmt.Errorf("configure a runner: %w", err)
-			return
-		}
-		if _, err := sp.sock.Write(append(line, '\n')); err != nil {
-			sp.ready <- fmt.Errorf("configure a runner: %w", err)
-			return
-		}
-		var msg statusMsg
-		if err := json.NewDecoder(sp.sock).Decode(&msg); err != nil {
 			sp.ready <- errors.New("the sandbox's runner ended while it was being prepared")
 			return
 		}

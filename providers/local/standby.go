@@ -3,7 +3,6 @@
 package local
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -166,9 +165,9 @@ func runStandby(cfg *initConfig) int {
 
 // cgroupPath is a cgroup file to write, with its directory.
 type cgroupPath struct {
-	Dir  string `json:"dir"`
-	Name string `json:"name"`
-	Val  string `json:"val"`
+	Dir  string
+	Name string
+	Val  string
 }
 
 // enterCgroups makes the cgroups of files, writes the files, and moves
@@ -607,12 +606,8 @@ func (p *Provider) spawnStandby() error {
 	wait := standbySockName(key, pid, start, false)
 	err = os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, wait))
 	if err == nil {
-		var line []byte
-		line, err = json.Marshal(&initConfig{Mode: modeStandby, Cgroups: cgroups, IdleNS: int64(standbyIdle),
+		err = writeConfig(ctlW, &initConfig{Mode: modeStandby, Cgroups: cgroups, IdleNS: int64(standbyIdle),
 			Nice: p.uid == 0, SettleNS: int64(standbySettle), Socket: wait})
-		if err == nil {
-			err = writeAll(ctlW, append(line, '\n'))
-		}
 	}
 	if err != nil {
 		return kill(err)
