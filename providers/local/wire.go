@@ -126,16 +126,13 @@ func (r *wireReader) uint() uint64 {
 	return v
 }
 
+// int reads what binary.AppendVarint wrote: a zig-zag encoded uvarint.
 func (r *wireReader) int() int64 {
-	if r.err != nil {
-		return 0
+	u := r.uint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
 	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
 	return v
 }
 
