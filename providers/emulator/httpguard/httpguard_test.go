@@ -227,7 +227,13 @@ func TestLongTransfersNotCut(t *testing.T) {
 		}
 		fmt.Fprintf(w, "%d", n)
 	})
-	s := serve(t, mux, short())
+	// The upload's pauses (150 ms) are well inside its body stall, and
+	// the upload follows the stream on its connection well inside the
+	// idle timeout: a loaded CI host once stretched a pause past a stall
+	// of 300 ms. Both transfers still last longer than every timeout.
+	l := short()
+	l.BodyStallTimeout, l.IdleTimeout = time.Second, time.Second
+	s := serve(t, mux, l)
 	c := client(t, 30*time.Second)
 
 	resp, err := c.Get("http://" + s.addr + "/stream")
@@ -242,7 +248,7 @@ func TestLongTransfersNotCut(t *testing.T) {
 
 	pr, pw := io.Pipe()
 	go func() {
-		for range 8 {
+		for range 12 {
 			time.Sleep(150 * time.Millisecond)
 			if _, err := pw.Write([]byte("0123456789")); err != nil {
 				return
@@ -256,7 +262,7 @@ func TestLongTransfersNotCut(t *testing.T) {
 	}
 	got, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || string(got) != "....80" {
+	if err != nil || resp.StatusCode != http.StatusOK || string(got) != "....120" {
 		t.Errorf("upload: %d %q, %v", resp.StatusCode, got, err)
 	}
 }
