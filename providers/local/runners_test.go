@@ -244,3 +244,68 @@ func TestPageOutCode(t *testing.T) {
 		t.Errorf("the page-out in a copy of the test binary: %v\n%s", err, out)
 	}
 }
+
+// TestRunnerThreadsHardened: every thread of a runner that served an
+// operation runs with no_new_privs and the seccomp filter and holds no
+// capability (the threads a runner reserves against a full pids limit
+// are hardened with it, by the calls that apply to every thread);
+// every thread of its machine's init (which installs no seccomp filter:
+// it starts runners and switches networks) runs with no_new_privs.
+func TestRunnerThreadsHardened(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	nsPID := strings.TrimSpace(mustRun(t, p, id, "echo $PPID"))
+	dir, err := p.sandboxDir(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := readMachineRecord(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The runner is the init's child whose pid in the sandbox is nsPID.
+	runners := hostProcesses("status", func(pid int, b []byte) bool {
+		return statusLine(b, "PPid") == strconv.Itoa(rec.pid) && strings.HasSuffix(statusLine(b, "NSpid"), "\t"+nsPID)
+	})
+	if len(runners) != 1 {
+		t.Fatalf("runners of the init %d with pid %s in the sandbox: %v, want one", rec.pid, nsPID, runners)
+	}
+	for _, proc := range []struct {
+		name   string
+		pid    int
+		runner bool
+	}{{"runner", runners[0], true}, {"init", rec.pid, false}} {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(proc.pid) + "/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if proc.runner && len(tasks) <= reservedThreads {
+			t.Errorf("the runner has %d threads, want more than the %d it reserves", len(tasks), reservedThreads)
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(proc.pid) + "/task/" + task.Name() + "/status")
+			if err != nil {
+				continue // the thread ended
+			}
+			want := map[string]string{"NoNewPrivs": "1"}
+			if proc.runner {
+				want["Seccomp"], want["CapEff"], want["CapPrm"] = "2", "0000000000000000", "0000000000000000"
+			}
+			for field, v := range want {
+				if got := statusLine(b, field); got != v {
+					t.Errorf("%s %d thread %s: %s %q, want %q", proc.name, proc.pid, task.Name(), field, got, v)
+				}
+			}
+		}
+	}
+}
+
+// statusLine is the value of field in a /proc status file.
+func statusLine(b []byte, field string) string {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
