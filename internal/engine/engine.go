@@ -233,19 +233,36 @@ func (e *Engine) ResolveProvider(name, id string) (string, error) {
 	if name != "" {
 		return name, nil
 	}
+	var rec Record
 	if id != "" {
-		rec, ok, err := e.store.Get(id)
-		if err != nil {
+		var err error
+		if rec, _, err = e.store.Get(id); err != nil {
 			return "", err
 		}
-		if ok {
-			return rec.Provider, nil
+	}
+	return e.providerOf(rec), nil
+}
+
+// recordOf is the record of id among recs, or zero.
+func recordOf(recs []Record, id string) Record {
+	for _, r := range recs {
+		if id != "" && r.ID == id {
+			return r
 		}
 	}
-	if e.opts.DefaultProvider != "" {
-		return e.opts.DefaultProvider, nil
+	return Record{}
+}
+
+// providerOf is the provider of a sandbox whose record is rec (zero when
+// there is none): the recorded one, else the default.
+func (e *Engine) providerOf(rec Record) string {
+	if rec.Provider != "" {
+		return rec.Provider
 	}
-	return "local", nil
+	if e.opts.DefaultProvider != "" {
+		return e.opts.DefaultProvider
+	}
+	return "local"
 }
 
 // OpenOptions say which sandbox a session works on.
@@ -299,9 +316,15 @@ func CheckCapabilities(provider string, caps providers.Capabilities, o OpenOptio
 // operation passes through the approval gate. On any error after a sandbox
 // was created, that sandbox is deleted before Open returns.
 func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
-	name, err := e.ResolveProvider(o.Provider, o.ID)
-	if err != nil {
-		return nil, err
+	// The registry is read once, for the provider of o.ID and for the
+	// sandboxes past their --ttl.
+	recs, recErr := e.store.All()
+	name := o.Provider
+	if name == "" {
+		if o.ID != "" && recErr != nil {
+			return nil, recErr
+		}
+		name = e.providerOf(recordOf(recs, o.ID))
 	}
 	reg, err := e.opts.Registry.Lookup(name)
 	if err != nil {
@@ -317,7 +340,7 @@ func (e *Engine) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s := &Session{engine: e, provider: p, env: o.Env, user: o.User, keep: o.Keep}
 	// A sandbox past its --ttl is deleted by the first run that sees
 	// it, whatever that run is for.
-	gone := e.deleteExpired(ctx, name)
+	gone := e.deleteExpired(ctx, name, recs)
 	switch {
 	case o.ID != "":
 		if at, ok := gone[o.ID]; ok {

@@ -310,11 +310,7 @@ func (e *Engine) DeleteExpired(ctx context.Context) ([]string, error) {
 // deleteExpired deletes the recorded sandboxes of provider whose --ttl has
 // passed and returns when each had expired, by id. Failures are left for
 // the next run (or `sandbox delete --expired`) to report.
-func (e *Engine) deleteExpired(ctx context.Context, provider string) map[string]time.Time {
-	recs, err := e.store.All()
-	if err != nil {
-		return nil
-	}
+func (e *Engine) deleteExpired(ctx context.Context, provider string, recs []Record) map[string]time.Time {
 	now := e.opts.Now()
 	gone := map[string]time.Time{}
 	for _, r := range recs {
