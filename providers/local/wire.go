@@ -147,10 +147,11 @@ func (r *wireReader) count() int {
 	return int(n)
 }
 
-// small reads an int that fits an int32 (pids, depths, counts).
-func (r *wireReader) small() int {
+// goInt reads an int: what the platform's int holds (a pid, a depth, a
+// count), as encoding/json decoded it.
+func (r *wireReader) goInt() int {
 	v := r.int()
-	if v < math.MinInt32 || v > math.MaxInt32 {
+	if v < math.MinInt || v > math.MaxInt {
 		r.fail()
 		return 0
 	}
@@ -345,10 +346,10 @@ func decodeConfig(b []byte) (initConfig, error) {
 			r.fail()
 		}
 		f.Mode = fs.FileMode(mode)
-		f.Depth = r.small()
+		f.Depth = r.goInt()
 		f.Recursive = r.bool()
 		if r.bool() {
-			f.Grep = &providers.GrepRequest{Pattern: r.str(), Path: r.str(), Glob: r.str(), IgnoreCase: r.bool(), MaxMatches: r.small()}
+			f.Grep = &providers.GrepRequest{Pattern: r.str(), Path: r.str(), Glob: r.str(), IgnoreCase: r.bool(), MaxMatches: r.goInt()}
 		}
 		f.Direct = r.bool()
 		f.MTime = r.int()
@@ -357,7 +358,7 @@ func decodeConfig(b []byte) (initConfig, error) {
 	}
 	cfg.IdleNS = r.int()
 	cfg.Identity = r.str()
-	cfg.HostPID = r.small()
+	cfg.HostPID = r.goInt()
 	cfg.HostStart = r.uint()
 	if n := r.count(); n > 0 {
 		cfg.Cgroups = make([]cgroupPath, n)
@@ -399,7 +400,7 @@ func (r *wireReader) optInt() *int {
 	if !r.bool() {
 		return nil
 	}
-	v := r.small()
+	v := r.goInt()
 	return &v
 }
 
@@ -489,14 +490,14 @@ func decodeStatus(b []byte) (statusMsg, error) {
 	r := &wireReader{b: b}
 	var m statusMsg
 	m.Exit = r.optInt()
-	m.PID = r.small()
+	m.PID = r.goInt()
 	m.Open = r.bool()
 	m.Done = r.bool()
 	m.Err = r.str()
 	m.Setup = r.bool()
 	m.Kind = r.str()
-	m.Errno = r.small()
-	m.Landlock = r.small()
+	m.Errno = r.goInt()
+	m.Landlock = r.goInt()
 	m.Forked = r.bool()
 	if r.bool() {
 		fi := r.fileInfo()
@@ -511,7 +512,7 @@ func decodeStatus(b []byte) (statusMsg, error) {
 	if n := r.count(); n > 0 {
 		m.Matches = make([]providers.GrepMatch, n)
 		for i := range m.Matches {
-			m.Matches[i] = providers.GrepMatch{Path: r.str(), Line: r.small(), Text: r.str()}
+			m.Matches[i] = providers.GrepMatch{Path: r.str(), Line: r.goInt(), Text: r.str()}
 		}
 	}
 	if err := r.end(); err != nil {
@@ -548,8 +549,8 @@ func encodeRequest(q *machineRequest) []byte {
 // decodeRequest decodes what encodeRequest encoded.
 func decodeRequest(b []byte) (machineRequest, error) {
 	r := &wireReader{b: b}
-	q := machineRequest{Version: r.small(), Op: r.str(), Shared: r.bool(), Any: r.bool(), User: r.str(),
-		Background: r.bool(), PID: r.small(), Signal: r.small(), Follow: r.bool(), GraceNS: r.int()}
+	q := machineRequest{Version: r.goInt(), Op: r.str(), Shared: r.bool(), Any: r.bool(), User: r.str(),
+		Background: r.bool(), PID: r.goInt(), Signal: r.goInt(), Follow: r.bool(), GraceNS: r.int()}
 	if err := r.end(); err != nil {
 		return machineRequest{}, fmt.Errorf("decode request: %w", err)
 	}
@@ -588,7 +589,7 @@ func decodeReply(b []byte) (machineReply, error) {
 	if n := r.count(); n > 0 {
 		h.Procs = make([]providers.Process, n)
 		for i := range h.Procs {
-			h.Procs[i] = providers.Process{PID: r.small(), PPID: r.small(), Name: r.str(), Argv: r.strs(), UID: r.small(),
+			h.Procs[i] = providers.Process{PID: r.goInt(), PPID: r.goInt(), Name: r.str(), Argv: r.strs(), UID: r.goInt(),
 				State: r.str(), Started: r.time(), Background: r.bool(), ExitCode: r.optInt()}
 		}
 	}
