@@ -33,6 +33,9 @@ type sandbox struct {
 	// inflight counts the toolbox requests being served.
 	inflight int
 	sessions map[string]*session
+	// removing says that a remove is deleting the backend sandbox: the
+	// record stays (destroying) until the backend's is gone.
+	removing bool
 }
 
 // view returns the sandbox's description with toolboxProxyURL.
@@ -251,19 +254,39 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// remove ends a sandbox: its sessions, the backend sandbox, the record.
+// remove ends a sandbox: its sessions, the backend sandbox, then the
+// record. The record stays, destroying, while the backend deletes: gone
+// from the records earlier, a lookup meanwhile found the backend's
+// sandbox still there and adopted it again, as a stopped sandbox without
+// its auto-delete interval that no reaper would ever remove (seen in CI
+// with a slow delete). A concurrent remove of the same sandbox finds it
+// gone; a failed delete leaves the record as it was.
 func (s *Server) remove(ctx context.Context, sb *sandbox) error {
 	s.mu.Lock()
-	if s.sandboxes[sb.id] != sb {
-		s.mu.Unlock()
+	current := s.sandboxes[sb.id] == sb
+	s.mu.Unlock()
+	sb.mu.Lock()
+	if !current || sb.removing {
+		sb.mu.Unlock()
 		return providers.ErrNotFound
 	}
-	delete(s.sandboxes, sb.id)
-	s.mu.Unlock()
+	sb.removing = true
+	state, desired := sb.dto.State, sb.dto.DesiredState
+	sb.dto.State, sb.dto.DesiredState = wire.StateDestroying, wire.StateDestroyed
+	sb.mu.Unlock()
 	sb.endSessions()
 	if err := s.backend.Delete(ctx, sb.backendID); err != nil && !isKind(err, providers.ErrNotFound) {
+		sb.mu.Lock()
+		sb.removing = false
+		sb.dto.State, sb.dto.DesiredState = state, desired
+		sb.mu.Unlock()
 		return err
 	}
+	s.mu.Lock()
+	if s.sandboxes[sb.id] == sb {
+		delete(s.sandboxes, sb.id)
+	}
+	s.mu.Unlock()
 	return nil
 }
 

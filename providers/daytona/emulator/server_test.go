@@ -4,6 +4,7 @@ package emulator_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/daytona/emulator"
 	"github.com/agentbox/sandbox/providers/daytona/wire"
+	"github.com/agentbox/sandbox/providers/emulator/emulatortest"
 )
 
 // api sends a request with the test key and decodes a JSON reply into out
@@ -135,6 +137,58 @@ func TestIntervals(t *testing.T) {
 	}
 	if !seen[wire.StateStopped] || !seen["gone"] {
 		t.Errorf("states seen %v, want stopped (auto-stop) then gone (auto-delete)", seen)
+	}
+}
+
+// slowDelete holds the backend's Delete until release is closed, once it
+// told entered that it began.
+type slowDelete struct {
+	providers.Provider
+	entered, release chan struct{}
+}
+
+func (b *slowDelete) Delete(ctx context.Context, id string) error {
+	close(b.entered)
+	<-b.release
+	return b.Provider.Delete(ctx, id)
+}
+
+// TestDeleteNotAdoptedAgain: while the backend deletes a sandbox, the
+// sandbox shows as destroying, and once it is deleted it is gone. (Its
+// record used to go first: a lookup meanwhile found the backend's sandbox
+// still there and adopted it again, for good.)
+func TestDeleteNotAdoptedAgain(t *testing.T) {
+	backend := &slowDelete{Provider: emulatortest.LocalBackend(t), entered: make(chan struct{}), release: make(chan struct{})}
+	srv := emulator.New(backend, emulator.Options{APIKey: testKey})
+	t.Cleanup(func() { _ = srv.Close() })
+	base := emulatortest.Serve(t, srv)
+	var sb wire.Sandbox
+	if got := api(t, "POST", base+"/api/sandbox", testKey, wire.CreateSandbox{}, &sb); got != 200 {
+		t.Fatalf("create: %d", got)
+	}
+	deleted := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("DELETE", base+"/api/sandbox/"+sb.ID, nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			deleted <- 0
+			return
+		}
+		resp.Body.Close()
+		deleted <- resp.StatusCode
+	}()
+	<-backend.entered
+	var during wire.Sandbox
+	if got := api(t, "GET", base+"/api/sandbox/"+sb.ID, testKey, nil, &during); got != 200 || during.State != wire.StateDestroying {
+		t.Errorf("during the delete: %d, state %q; want 200, %q", got, during.State, wire.StateDestroying)
+	}
+	close(backend.release)
+	if got := <-deleted; got != 200 {
+		t.Fatalf("delete: %d", got)
+	}
+	if got := api(t, "GET", base+"/api/sandbox/"+sb.ID, testKey, nil, nil); got != http.StatusNotFound {
+		t.Errorf("after the delete: %d, want 404", got)
 	}
 }
 

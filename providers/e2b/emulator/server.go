@@ -136,6 +136,9 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	// killing holds the ids whose backend sandbox a kill is deleting:
+	// none is adopted again meanwhile (see kill).
+	killing map[string]bool
 }
 
 // sandbox is the emulator's record of one E2B sandbox.
@@ -355,6 +358,9 @@ func (s *Server) reap() {
 }
 
 // kill ends a sandbox: its processes, the backend sandbox, the record.
+// Until the backend's sandbox is deleted its id is not adopted again: a
+// lookup or a list meanwhile would find it still running and bring the
+// killed sandbox back.
 func (s *Server) kill(ctx context.Context, sb *sandbox) error {
 	s.mu.Lock()
 	if s.sandboxes[sb.id] != sb {
@@ -362,7 +368,16 @@ func (s *Server) kill(ctx context.Context, sb *sandbox) error {
 		return providers.ErrNotFound
 	}
 	delete(s.sandboxes, sb.id)
+	if s.killing == nil {
+		s.killing = map[string]bool{}
+	}
+	s.killing[sb.id] = true
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.killing, sb.id)
+		s.mu.Unlock()
+	}()
 	sb.markKilled()
 	sb.stopWatchers()
 	sb.killAll()
@@ -391,19 +406,25 @@ func (s *Server) lookup(ctx context.Context, id string) (*sandbox, error) {
 	}
 	for _, info := range found {
 		if info.State == providers.StateRunning || info.State == providers.StatePaused {
-			return s.adopt(info), nil
+			if sb := s.adopt(info); sb != nil {
+				return sb, nil
+			}
 		}
 	}
 	return nil, providers.ErrNotFound
 }
 
-// adopt records a backend sandbox found by its labels.
+// adopt records a backend sandbox found by its labels; nil when a kill
+// is deleting it.
 func (s *Server) adopt(info providers.Info) *sandbox {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := info.Labels[labelID]
 	if sb, ok := s.sandboxes[id]; ok {
 		return sb
+	}
+	if s.killing[id] {
+		return nil
 	}
 	md := map[string]string{}
 	for k, v := range info.Labels {
