@@ -4,7 +4,6 @@ package emulator_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -140,25 +139,12 @@ func TestIntervals(t *testing.T) {
 	}
 }
 
-// slowDelete holds the backend's Delete until release is closed, once it
-// told entered that it began.
-type slowDelete struct {
-	providers.Provider
-	entered, release chan struct{}
-}
-
-func (b *slowDelete) Delete(ctx context.Context, id string) error {
-	close(b.entered)
-	<-b.release
-	return b.Provider.Delete(ctx, id)
-}
-
 // TestDeleteNotAdoptedAgain: while the backend deletes a sandbox, the
 // sandbox shows as destroying, and once it is deleted it is gone. (Its
 // record used to go first: a lookup meanwhile found the backend's sandbox
 // still there and adopted it again, for good.)
 func TestDeleteNotAdoptedAgain(t *testing.T) {
-	backend := &slowDelete{Provider: emulatortest.LocalBackend(t), entered: make(chan struct{}), release: make(chan struct{})}
+	backend := emulatortest.NewHeldDelete(emulatortest.LocalBackend(t))
 	srv := emulator.New(backend, emulator.Options{APIKey: testKey})
 	t.Cleanup(func() { _ = srv.Close() })
 	base := emulatortest.Serve(t, srv)
@@ -166,24 +152,15 @@ func TestDeleteNotAdoptedAgain(t *testing.T) {
 	if got := api(t, "POST", base+"/api/sandbox", testKey, wire.CreateSandbox{}, &sb); got != 200 {
 		t.Fatalf("create: %d", got)
 	}
-	deleted := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest("DELETE", base+"/api/sandbox/"+sb.ID, nil)
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			deleted <- 0
-			return
-		}
-		resp.Body.Close()
-		deleted <- resp.StatusCode
-	}()
-	<-backend.entered
+	req, _ := http.NewRequest("DELETE", base+"/api/sandbox/"+sb.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	deleted := emulatortest.StatusOf(req)
+	<-backend.Entered
 	var during wire.Sandbox
 	if got := api(t, "GET", base+"/api/sandbox/"+sb.ID, testKey, nil, &during); got != 200 || during.State != wire.StateDestroying {
 		t.Errorf("during the delete: %d, state %q; want 200, %q", got, during.State, wire.StateDestroying)
 	}
-	close(backend.release)
+	close(backend.Release)
 	if got := <-deleted; got != 200 {
 		t.Fatalf("delete: %d", got)
 	}

@@ -35,15 +35,10 @@ func call(t *testing.T, method, url string, headers map[string]string) int {
 	return resp.StatusCode
 }
 
-// TestKeyAndTokenChecks: the control plane accepts only the API key and
-// envd only the sandbox's access token, whatever the wrong value looks
-// like (empty, another length, the same length, a prefix).
-func TestKeyAndTokenChecks(t *testing.T) {
-	t.Parallel()
-	srv := e2bemu.New(fake.New(), e2bemu.Options{APIKey: testKey})
-	t.Cleanup(func() { _ = srv.Close() })
-	url := emulatortest.Serve(t, srv)
-
+// createBase creates a sandbox of the base template through the API at
+// url, with the test key.
+func createBase(t *testing.T, url string) wire.Sandbox {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/sandboxes", strings.NewReader(`{"templateID":"base"}`))
 	req.Header.Set(wire.HeaderAPIKey, testKey)
 	req.Header.Set("Content-Type", "application/json")
@@ -57,6 +52,19 @@ func TestKeyAndTokenChecks(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusCreated || created.EnvdAccessToken == "" {
 		t.Fatalf("create: %d %+v %v", resp.StatusCode, created, err)
 	}
+	return created
+}
+
+// TestKeyAndTokenChecks: the control plane accepts only the API key and
+// envd only the sandbox's access token, whatever the wrong value looks
+// like (empty, another length, the same length, a prefix).
+func TestKeyAndTokenChecks(t *testing.T) {
+	t.Parallel()
+	srv := e2bemu.New(fake.New(), e2bemu.Options{APIKey: testKey})
+	t.Cleanup(func() { _ = srv.Close() })
+	url := emulatortest.Serve(t, srv)
+
+	created := createBase(t, url)
 	token := created.EnvdAccessToken
 	// flip changes the last character: a wrong value of the same length.
 	flip := func(s string) string {
