@@ -112,13 +112,9 @@ func procUID(pid int) int {
 	if err != nil {
 		return -1
 	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-			if f := strings.Fields(v); len(f) > 0 {
-				if uid, err := strconv.Atoi(f[0]); err == nil {
-					return uid
-				}
-			}
+	if f := strings.Fields(statusLine(b, "Uid")); len(f) > 0 {
+		if uid, err := strconv.Atoi(f[0]); err == nil {
+			return uid
 		}
 	}
 	return -1

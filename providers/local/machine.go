@@ -109,21 +109,34 @@ func procStartTime(pid int) (uint64, error) {
 // procStat is the state letter (R, S, Z…) and start time of pid, from
 // /proc/PID/stat.
 func procStat(pid int) (byte, uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := statFields(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, errors.New("malformed stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || len(f[0]) != 1 {
+	if len(f[0]) != 1 {
 		return 0, 0, errors.New("malformed stat")
 	}
 	start, err := strconv.ParseUint(f[19], 10, 64)
 	return f[0][0], start, err
+}
+
+// statFields are the fields of /proc/PID/stat after the command's name
+// (the state is the first), at least twenty of them.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, errors.New("malformed stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return nil, errors.New("malformed stat")
+	}
+	return f, nil
 }
 
 // runnerGone reports whether process pid can take no more work: it cannot

@@ -253,13 +253,8 @@ func waitGone(t *testing.T, pid int, start uint64, what string) {
 // an ending process's cgroup v1 paths as the root, whatever cgroup it
 // ends in (a runner the machine let go while the test looked).
 func exiting(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := statFields(pid)
 	if err != nil {
-		return true
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 7 {
 		return true
 	}
 	flags, err := strconv.ParseUint(f[6], 10, 64)

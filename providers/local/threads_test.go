@@ -5,7 +5,6 @@ package local
 import (
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -16,17 +15,11 @@ func threadCount(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+	n, err := strconv.Atoi(statusLine(b, "Threads"))
+	if err != nil {
+		t.Fatalf("the Threads line of /proc/self/status: %v", err)
 	}
-	t.Fatal("no Threads line in /proc/self/status")
-	return 0
+	return n
 }
 
 // TestReserveThreads: the reserved threads exist once it returns and stay
