@@ -245,8 +245,11 @@ func (e *Engine) ResolveProvider(name, id string) (string, error) {
 
 // recordOf is the record of id among recs, or zero.
 func recordOf(recs []Record, id string) Record {
+	if id == "" {
+		return Record{}
+	}
 	for _, r := range recs {
-		if id != "" && r.ID == id {
+		if r.ID == id {
 			return r
 		}
 	}
