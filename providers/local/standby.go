@@ -188,7 +188,9 @@ func tryCgroups(files []cgroupPath) error {
 	var dirs []string
 	for _, f := range files {
 		if !slices.Contains(dirs, f.Dir) {
-			if err := os.Mkdir(f.Dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			// With its parent: the controllers only a standby
+			// sets (cpu) may have none of the provider's cgroups yet.
+			if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 				return fmt.Errorf("make cgroup %s: %w", f.Dir, err)
 			}
 			dirs = append(dirs, f.Dir)
