@@ -483,7 +483,9 @@ func codeText(code *int) string {
 
 // TestInitKilledDuringCommand: a command whose machine is killed (not
 // stopped) ends in an error that says the sandbox ended without
-// reporting, never that it was stopped, and the next start notes it.
+// reporting, never that it was stopped, and the next start notes it. What
+// the init wrote to its stderr (where its runtime explains a fatal error)
+// is in both; the test writes those words itself before the kill.
 func TestInitKilledDuringCommand(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
@@ -505,9 +507,24 @@ func TestInitKilledDuringCommand(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		rec, alive := liveMachine(filepath.Join(p.dir, id))
+		dir := filepath.Join(p.dir, id)
+		rec, alive := liveMachine(dir)
 		if !alive {
 			t.Fatal("no machine runs")
+		}
+		// Only root may look into the (undumpable) init.
+		if os.Geteuid() == 0 {
+			stderr, err := os.Readlink("/proc/" + strconv.Itoa(rec.pid) + "/fd/2")
+			if err != nil || stderr != filepath.Join(dir, lastWordsFile) {
+				t.Errorf("the init's stderr is %q (%v), want its state's %s", stderr, err, lastWordsFile)
+			}
+		}
+		words := ""
+		if !background {
+			words = "fatal error: the test's last words"
+			if err := os.WriteFile(filepath.Join(dir, lastWordsFile), []byte("\n"+words+"\n\ngoroutine 1 [running]:\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := syscall.Kill(rec.pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -521,12 +538,19 @@ func TestInitKilledDuringCommand(t *testing.T) {
 		if !errors.Is(err, providers.ErrUnavailable) || !strings.Contains(err.Error(), "ended without reporting") || strings.Contains(err.Error(), "stopped") {
 			t.Errorf("Exec whose init was killed (background command running: %v): err = %v, want ErrUnavailable saying the sandbox ended without reporting", background, err)
 		}
+		if words != "" && !strings.HasSuffix(err.Error(), "the machine ended: "+words+"; goroutine 1 [running]:") {
+			t.Errorf("Exec whose init wrote %q before it was killed: err = %v, want its first two lines", words, err)
+		}
 		waitExited(t, rec.pid)
 		if got := mustRun(t, p, id, "echo again"); got != "again\n" {
 			t.Errorf("exec after the init was killed: %q", got)
 		}
-		if note := p.TakeNote(id); !strings.Contains(note, "without being asked") {
-			t.Errorf("TakeNote after the init was killed during a command: %q", note)
+		why := "(its machine was killed, or the host restarted)"
+		if words != "" {
+			why = "(its machine ended: " + words + "; goroutine 1 [running]:)"
+		}
+		if note := p.TakeNote(id); !strings.Contains(note, "without being asked") || !strings.Contains(note, why) {
+			t.Errorf("TakeNote after the init was killed during a command: %q, want it to say %q", note, why)
 		}
 	}
 }

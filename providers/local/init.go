@@ -36,7 +36,6 @@ func MaybeRunInit() {
 	// Everything the init does happens on this thread: the command is
 	// forked from it and inherits its (emptied) bounding set.
 	runtime.LockOSThread()
-	reserveThreads(reservedThreads)
 	if os.Args[0] == runnerArgv0 {
 		os.Exit(runRunner())
 	}
@@ -86,6 +85,7 @@ func runConfigured(ctl, status *os.File, sb *standby) int {
 		rep.setupFail(errors.New("an operation outside a sandbox's machine"))
 		return 125
 	}
+	reserveThreads(reservedThreads)
 	abi, err := prepare(&cfg, weakSetup)
 	if err != nil {
 		rep.setupFail(err)

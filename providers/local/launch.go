@@ -83,6 +83,7 @@ type initStdio struct {
 // weak-mode init.
 type proc struct {
 	id      string
+	dir     string // the sandbox's state, when a machine runs the operation
 	cmd     *exec.Cmd
 	ctl     *os.File      // host end of the control pipe; closed once
 	ctlOnce sync.Once     // closes ctl
@@ -206,7 +207,7 @@ func (p *Provider) startCold(pr *proc, ends *opEnds) (int, error) {
 	cmd := &exec.Cmd{
 		Path:       p.exe,
 		Args:       []string{initArgv0},
-		Env:        []string{}, // nothing of the host's environment
+		Env:        machineEnv(), // nothing of the host's environment
 		ExtraFiles: ends.files[:2],
 		Stdin:      ends.files[2],
 		Stdout:     ends.files[3],
@@ -604,6 +605,11 @@ func (pr *proc) initDied() error {
 	}
 	if pr.diag != nil && pr.diag.Len() > 0 {
 		msg += ": " + pr.diag.String()
+	}
+	if pr.dir != "" {
+		if words := lastWords(pr.dir); words != "" {
+			msg += ": the machine ended: " + words
+		}
 	}
 	return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + pr.id, Msg: msg}
 }

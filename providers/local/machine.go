@@ -42,7 +42,34 @@ const (
 	// crashedFile marks a sandbox whose machine ended without being
 	// stopped (a killed init, a host reboot): the next start says so.
 	crashedFile = "machine.crashed"
+	// lastWordsFile is the running init's stderr: empty unless it ended
+	// in a way only its runtime could tell (a panic, a thread it could
+	// not make).
+	lastWordsFile = "machine.err"
 )
+
+// lastWords is what the machine of the sandbox in dir wrote to its stderr
+// before it ended, in one line ("" if nothing): the Go runtime's reason
+// for a fatal error comes first.
+func lastWords(dir string) string {
+	f, err := os.Open(filepath.Join(dir, lastWordsFile))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 2048)
+	n, _ := io.ReadFull(f, b)
+	var lines []string
+	for line := range strings.Lines(string(b[:n])) {
+		if line = strings.TrimSpace(line); line != "" {
+			lines = append(lines, line)
+		}
+		if len(lines) == 2 {
+			break
+		}
+	}
+	return strings.Join(lines, "; ")
+}
 
 // machineCgroup names the cgroups of a sandbox's machine, after its id.
 const machineCgroup = "machine"
@@ -299,12 +326,12 @@ func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 			return fmt.Errorf("local: sandbox %s: %w", id, err)
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			_ = os.WriteFile(filepath.Join(dir, crashedFile), nil, 0o600)
+			_ = os.WriteFile(filepath.Join(dir, crashedFile), []byte(lastWords(dir)), 0o600)
 		}
 	} else if _, err := os.Stat(filepath.Join(dir, machinePidFile)); err == nil {
 		// Recorded but gone without a stop: killed, or the host
 		// rebooted. The files are intact; the start says so.
-		_ = os.WriteFile(filepath.Join(dir, crashedFile), nil, 0o600)
+		_ = os.WriteFile(filepath.Join(dir, crashedFile), []byte(lastWords(dir)), 0o600)
 		_ = os.Remove(filepath.Join(dir, machinePidFile))
 	}
 	if !how.warmed && !p.haveStandby() {
@@ -373,7 +400,7 @@ func (p *Provider) initCmd(files []*os.File) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:        p.exe,
 		Args:        []string{initArgv0},
-		Env:         []string{},
+		Env:         machineEnv(),
 		Dir:         "/", // not the caller's directory, which it would pin
 		ExtraFiles:  files,
 		SysProcAttr: nsAttr(p.uids, p.gids, true),
@@ -458,7 +485,11 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 			if msg.Setup {
 				return setupErr(id, msg)
 			}
-			return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: "the sandbox's machine ended without reporting"}
+			msg := "the sandbox's machine ended without reporting"
+			if words := lastWords(dir); words != "" {
+				msg += ": " + words
+			}
+			return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id, Msg: msg}
 		}
 		return nil
 	}
@@ -730,7 +761,7 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 		if err != nil {
 			return nil, err
 		}
-		pr, retry, err := p.handOver(conn, id, cfg, req, stdio)
+		pr, retry, err := p.handOver(conn, dir, id, cfg, req, stdio)
 		if retry && attempt < machineAttempts {
 			continue
 		}
@@ -744,8 +775,8 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 // handOver sends one operation and its descriptors to a machine. retry
 // says that the machine ended the connection before starting the
 // operation (it was stopping): nothing ran.
-func (p *Provider) handOver(conn *net.UnixConn, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
-	pr := &proc{id: id, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
+func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
+	pr := &proc{id: id, dir: dir, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
 	frame := appendFrame(nil, encodeConfig(cfg))
 	ends, err := pr.openEnds(stdio)
 	if err != nil {
@@ -897,13 +928,18 @@ func (p *Provider) TakeNote(id string) string {
 		p.notes.add(id, "sandbox "+id+" "+disk)
 	}
 	note := p.notes.take(id)
-	if os.Remove(filepath.Join(dir, crashedFile)) != nil {
+	words, err := os.ReadFile(filepath.Join(dir, crashedFile))
+	if err != nil || os.Remove(filepath.Join(dir, crashedFile)) != nil {
 		return note
 	}
 	if note != "" {
 		note = "; " + note
 	}
-	return "sandbox " + id + " had stopped without being asked to (its machine was killed, or the host restarted); it was started again with its files intact, but its processes and /tmp are gone" + note
+	why := "its machine was killed, or the host restarted"
+	if len(words) > 0 {
+		why = "its machine ended: " + string(words)
+	}
+	return "sandbox " + id + " had stopped without being asked to (" + why + "); it was started again with its files intact, but its processes and /tmp are gone" + note
 }
 
 // machineConn connects to the running machine of sandbox id for a request

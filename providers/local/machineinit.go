@@ -177,6 +177,12 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	m.cfg, m.idle, m.last = cfg, time.Duration(cfg.IdleNS), time.Now()
 	cfg.exeFD = sb.exe
 	m.dir = os.NewFile(machineDirFD, "state")
+	// Its stderr goes to the sandbox's state from now on: a fatal error
+	// of its runtime, which ends the machine, is told there.
+	if f, err := openAt(m.dir, lastWordsFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC); err == nil {
+		_ = unix.Dup3(int(f.Fd()), 2, unix.O_CLOEXEC)
+		f.Close()
+	}
 	lf := os.NewFile(machineListenFD, "listener")
 	l, err := net.FileListener(lf)
 	lf.Close()
@@ -280,6 +286,11 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	rep.send(statusMsg{Done: true})
 	status.Close()
 	ctl.Close()
+	// Threads the building took for itself (the signal handler's, the
+	// private network's) are locked to it: the idle reserve is made
+	// whole again before the first command, which may fill the pids
+	// limit, can run.
+	reserveThreads(reservedThreads)
 	return m.serve()
 }
 
@@ -933,6 +944,8 @@ func runRunner() int {
 	if err := holdFDs(0, 1, 2); err != nil {
 		return 125
 	}
+	// After the signal handling, whose threads are taken for good.
+	reserveThreads(reservedThreads)
 	sock := runnerFD
 	closeOnExecFrom(sock)
 	f := os.NewFile(uintptr(sock), "init")

@@ -320,34 +320,45 @@ func (o *relay) orphaned() bool {
 func (o *relay) release() { unix.Close(o.r) }
 
 // discard reads and drops what the command's leftovers write, until the
-// last of them closes the pipe.
+// last of them closes the pipe. It waits in the runtime's poller, not on a
+// thread of its own: a runner may keep draining for many commands, and a
+// thread blocked for each would have to be made, which a full pids limit
+// forbids.
 func (o *relay) discard() {
 	null, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		defer unix.Close(null)
 	}
+	if unix.SetNonblock(o.r, true) != nil {
+		unix.Close(o.r)
+		return
+	}
+	f := os.NewFile(uintptr(o.r), "leftovers")
+	defer f.Close()
+	rc, rerr := f.SyscallConn()
+	if rerr != nil {
+		return
+	}
 	buf := make([]byte, 16<<10)
 	for {
-		if err == nil {
-			n, serr := unix.Splice(o.r, nil, null, nil, relayBuf, unix.SPLICE_F_MOVE)
-			if serr == unix.EINTR {
-				continue
-			}
-			if serr == nil {
-				if n == 0 {
-					break
+		var n int
+		var moveErr error
+		werr := rc.Read(func(fd uintptr) bool {
+			if err == nil {
+				var n64 int64
+				n64, moveErr = unix.Splice(int(fd), nil, null, nil, relayBuf, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				n = int(n64)
+				if moveErr != nil && moveErr != unix.EAGAIN && moveErr != unix.EINTR {
+					err = moveErr // null takes no splice: read instead
 				}
-				continue
 			}
-			err = serr // null takes no splice: read instead
-		}
-		n, rerr := unix.Read(o.r, buf)
-		if rerr == unix.EINTR {
-			continue
-		}
-		if n <= 0 {
-			break
+			if err != nil {
+				n, moveErr = unix.Read(int(fd), buf)
+			}
+			return moveErr != unix.EAGAIN
+		})
+		if werr != nil || (moveErr != nil && moveErr != unix.EINTR) || (moveErr == nil && n <= 0) {
+			return
 		}
 	}
-	unix.Close(o.r)
 }

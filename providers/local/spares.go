@@ -60,8 +60,8 @@ type spareKey struct {
 // operation.
 type spare struct {
 	c     *child
-	sock  *os.File   // init's end of the socket pair
-	ready chan error // receives nil once ready, or why it failed
+	sock  *net.UnixConn // init's end of the socket pair
+	ready chan error    // receives nil once ready, or why it failed
 	// prepared says that ready was received (nil); used that the
 	// runner served an operation already; draining that it drains
 	// what earlier commands left running.
@@ -86,10 +86,20 @@ func (m *machine) startSpareHeld(key spareKey, release <-chan struct{}) *spare {
 	if err != nil {
 		return fail(fmt.Errorf("runner socket: %w", err))
 	}
-	sp.sock = os.NewFile(uintptr(fds[0]), "runner")
+	// The init's end waits in the runtime's poller, not on a thread of
+	// its own: a thread blocked in a read for each busy runner is one
+	// the runtime must create, which a full pids limit forbids.
+	own := os.NewFile(uintptr(fds[0]), "runner")
+	conn, err := net.FileConn(own)
+	own.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return fail(fmt.Errorf("runner socket: %w", err))
+	}
+	sp.sock = conn.(*net.UnixConn)
 	peer := os.NewFile(uintptr(fds[1]), "init")
 	attr := &os.ProcAttr{
-		Env:   []string{},
+		Env:   machineEnv(),
 		Files: []*os.File{nil, nil, nil, peer},
 		Sys:   &syscall.SysProcAttr{},
 	}
@@ -464,7 +474,7 @@ func (m *machine) run(c *net.UnixConn, req machineRequest, files []*os.File, rep
 		for i, f := range files {
 			fds[i] = int(f.Fd())
 		}
-		err = unix.Sendmsg(int(sp.sock.Fd()), []byte{opByte}, unix.UnixRights(fds...), nil, 0)
+		_, _, err = sp.sock.WriteMsgUnix([]byte{opByte}, unix.UnixRights(fds...), nil)
 		if err == nil {
 			break
 		}

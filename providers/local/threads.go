@@ -4,15 +4,19 @@ package local
 
 import (
 	"runtime"
+	"strconv"
 	"sync"
 )
 
-// reservedThreads is how many OS threads the init and every runner make
-// the Go runtime start at once and keep. Each blocks in at most a handful
-// of system calls at once (the relays of stdout and stderr, the wait for
-// the command, the control pipe, the listener), and the runtime takes an
-// idle thread before it creates a new one. Their threads count towards
-// the pids limit (see machinePidsAllowance).
+// reservedThreads is how many idle OS threads the init (before it serves
+// operations) and every runner (once its signal handling took its own)
+// make the Go runtime keep. What blocks a thread for long is bounded: a
+// runner's command wait and its two output relays, the init's signal
+// handler; everything that waits for as long as a command runs (the
+// runners' sockets, the drains of what commands left running) waits in
+// the runtime's poller instead. The runtime takes an idle thread before
+// it creates a new one. Their threads count towards the pids limit (see
+// machinePidsAllowance).
 const reservedThreads = 4
 
 // reserveThreads starts n OS threads now and leaves them idle in the
@@ -39,4 +43,16 @@ func reserveThreads(n int) {
 	}
 	started.Wait()
 	release.Done()
+}
+
+// machineProcs bounds how many threads the init and each runner run Go
+// code on at once (GOMAXPROCS; otherwise one per host CPU). Each running
+// goroutine beyond the idle reserve would need a thread made for it, and
+// their work (handing over operations, relaying output) is light.
+const machineProcs = 2
+
+// machineEnv is the whole environment of an init or a runner: nothing of
+// the host's, and the runtime bounded to machineProcs.
+func machineEnv() []string {
+	return []string{"GOMAXPROCS=" + strconv.Itoa(machineProcs)}
 }

@@ -3,21 +3,33 @@
 package local
 
 import (
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/agentbox/sandbox/providers"
 )
 
 // threadCount is this process's number of OS threads.
 func threadCount(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	return threadsOf(t, "self")
+}
+
+// threadsOf is the number of OS threads of the process pid ("self" for
+// this one).
+func threadsOf(t *testing.T, pid string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, err := strconv.Atoi(statusLine(b, "Threads"))
 	if err != nil {
-		t.Fatalf("the Threads line of /proc/self/status: %v", err)
+		t.Fatalf("the Threads line of /proc/%s/status: %v", pid, err)
 	}
 	return n
 }
@@ -33,5 +45,76 @@ func TestReserveThreads(t *testing.T) {
 	reserveThreads(1)
 	if got := threadCount(t); got < n {
 		t.Fatalf("%d threads once the reserving goroutines ended, want at least %d", got, n)
+	}
+}
+
+// TestInitThreadsBounded: a machine's init serves many operations at once,
+// and a storm of orphans to reap, on the threads it has, without making
+// more. A thread it had to make while a fork bomb filled the sandbox's pids
+// limit would fail, and the Go runtime would end the init (and with it the
+// machine) for it.
+func TestInitThreadsBounded(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	mustRun(t, p, id, "true")
+	dir, err := p.sandboxDir(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := readMachineRecord(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(rec.pid)
+	// Its runtime runs Go code on machineProcs threads at most, however
+	// many CPUs the host has. (Only root may look into the undumpable
+	// init.)
+	if env, err := os.ReadFile("/proc/" + pid + "/environ"); os.Geteuid() == 0 && (err != nil || string(env) != "GOMAXPROCS=2\x00") {
+		t.Errorf("the init's environment: %q (%v); want GOMAXPROCS=2 alone", env, err)
+	}
+	before := threadsOf(t, pid)
+	const ops = 16
+	var wg sync.WaitGroup
+	for i := range ops {
+		wg.Go(func() {
+			// Each leaves orphans behind, which the init reaps.
+			run(t, p, id, fmt.Sprintf("for j in $(seq 20); do (sleep 0.01 &); done; touch /tmp/op%d; sleep 1", i))
+		})
+	}
+	mustRun(t, p, id, fmt.Sprintf("until [ $(ls /tmp | grep -c '^op') -ge %d ]; do sleep 0.01; done", ops))
+	during := threadsOf(t, pid)
+	t.Logf("init threads: %d before, %d during", before, during)
+	wg.Wait()
+	// The runtime may start a thread for a P that sat idle; one per
+	// operation is a thread blocked for each.
+	if during > before+2 {
+		t.Errorf("the init went from %d threads to %d while it served %d operations; want it to serve them on the threads it has", before, during, ops)
+	}
+}
+
+// TestRunnerThreadsBounded: a runner keeps draining the output of what its
+// commands left running, for any number of them, on the threads it has. A
+// thread blocked for each would have to be made when the next command
+// runs, which a full pids limit forbids.
+func TestRunnerThreadsBounded(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	threads := func(pid string) int {
+		n, err := strconv.Atoi(strings.TrimSpace(mustRun(t, p, id, "sed -n 's/^Threads:\\s*//p' /proc/"+pid+"/status")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	base := threads(strings.TrimSpace(mustRun(t, p, id, "echo $PPID")))
+	// Each leaves a writer of its stdout and stderr behind.
+	runners := map[string]int{}
+	for range 8 {
+		runners[strings.TrimSpace(mustRun(t, p, id, "(while sleep 0.05; do echo x; echo y >&2; done) & echo $PPID"))]++
+	}
+	for pid, n := range runners {
+		if got := threads(pid); got > base+2 {
+			t.Errorf("runner %s: %d threads after %d commands that left output to drain, %d at first", pid, got, n, base)
+		}
 	}
 }
