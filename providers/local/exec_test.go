@@ -155,13 +155,14 @@ func workspaceFile(p *Provider, id, name string) string {
 // TestExecTimeoutKillsProcessGroup: a timeout kills the command's process
 // group (its background children, nohup or not), not the machine: a
 // process that left the group (setsid) lives on, and the next command
-// runs.
+// runs. The command's runner lives on too, quietly (it once crashed on
+// its next wait, and printed its panic to the command's stderr).
 func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
 	start := time.Now()
-	r := run(t, p, id, "setsid sh -c '"+waitForGo+"; touch /workspace/escaped' >/dev/null 2>&1 & nohup sh -c '"+waitForGo+"; touch /workspace/nohup' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) & touch /workspace/started; sleep 30",
+	r := run(t, p, id, "echo $PPID > /workspace/runner; setsid sh -c '"+waitForGo+"; touch /workspace/escaped' >/dev/null 2>&1 & nohup sh -c '"+waitForGo+"; touch /workspace/nohup' >/dev/null 2>&1 & ("+waitForGo+"; touch /workspace/sub) & touch /workspace/started; sleep 30",
 		func(r *providers.ExecRequest) { r.Timeout = 1500 * time.Millisecond })
 	if !errors.Is(r.err, providers.ErrTimeout) || !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("Exec = %v, want ErrTimeout", r.err)
@@ -178,6 +179,12 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	}
 	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
 		t.Errorf("the command after a timeout: %q", got)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr of the timed-out command: %q, want nothing", r.stderr)
+	}
+	if got := mustRun(t, p, id, "kill -0 $(cat /workspace/runner) 2>&1 && echo alive"); got != "alive\n" {
+		t.Errorf("the timed-out command's runner: %q, want it alive", got)
 	}
 }
 

@@ -104,7 +104,9 @@ func waitWatching(pid int) int {
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: ctlFD, Events: unix.POLLIN}}
 	buf := make([]byte, 256)
 	for {
-		fds[0].Revents, fds[1].Revents = 0, 0
+		for i := range fds {
+			fds[i].Revents = 0
+		}
 		if _, err := unix.Poll(fds, -1); err != nil {
 			if err == unix.EINTR {
 				continue
@@ -114,7 +116,7 @@ func waitWatching(pid int) int {
 		if fds[0].Revents != 0 {
 			return waitFor(pid)
 		}
-		if fds[1].Revents == 0 {
+		if len(fds) < 2 || fds[1].Revents == 0 {
 			continue
 		}
 		if n, err := unix.Read(ctlFD, buf); n > 0 || err == unix.EINTR || err == unix.EAGAIN {
