@@ -1106,3 +1106,59 @@ func TestDyingInitIsACrash(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessLimitFull: with the sandbox's process limit full, an
+// operation that needs a new process fails at once with an error that says
+// so and what to do, the machine lives on (ps, stop), and once stopped the
+// sandbox runs commands again.
+func TestProcessLimitFull(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{Resources: providers.Resources{Pids: 64}})
+	ctx := context.Background()
+	// Sleepers until the limit stops them (at most 400).
+	startBackground(t, p, id, "for i in $(seq 400); do sleep 300 & done 2>/dev/null; exec sleep 300")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		procs, err := p.Processes(ctx, id)
+		if err != nil {
+			t.Fatalf("ps with the limit full: %v", err)
+		}
+		if len(procs) > 60 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleepers never filled the limit: %d processes", len(procs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A runner the machine prepared before the limit filled may serve
+	// one operation more; the next needs a new process. (Without the
+	// pids cgroup, RLIMIT_NPROC counts per user: the sandbox's commands
+	// fill their user's count, not the machine's own.)
+	ops := map[string]func() error{
+		"exec": func() error { return run(t, p, id, "echo hi").err },
+		"read": func() error { _, err := readAll(t, p, id, "/etc/hostname"); return err },
+	}
+	if !p.cg.controllers["pids"] {
+		t.Logf("no pids cgroup here (%s): the machine's own processes are not in the commands' count", p.cg.describe())
+		ops = nil
+	}
+	for name, op := range ops {
+		var err error
+		for range 4 {
+			if err = op(); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, providers.ErrUnavailable) || !strings.Contains(err.Error(), "process limit") || !strings.Contains(err.Error(), "sandbox stop") {
+			t.Errorf("%s with the process limit full: %v; want ErrUnavailable saying that the limit is full and what to do", name, err)
+		}
+	}
+	if err := p.Stop(ctx, id); err != nil {
+		t.Fatalf("stop with the limit full: %v", err)
+	}
+	if got := mustRun(t, p, id, "echo again"); got != "again\n" {
+		t.Errorf("after the stop: %q", got)
+	}
+}

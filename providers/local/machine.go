@@ -819,10 +819,14 @@ func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig,
 		<-written
 		m := statusMsg{Err: r.Err, Setup: r.Setup, Kind: r.Kind}
 		if !r.Setup {
-			// The request's fault (a user the sandbox lacks).
+			// The request's fault (a user the sandbox lacks), or no
+			// room in the machine for another process.
 			op := "sandbox " + id
 			if cfg.Mode == modeExec {
 				op = "exec in " + id
+			}
+			if r.Kind == kindUnavailable {
+				m.Err += "; " + p.processRoom(id)
 			}
 			return fail(false, errorOf(op, m))
 		}
@@ -865,6 +869,27 @@ func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig,
 		close(pr.exited)
 	}()
 	return pr, false, nil
+}
+
+// processRoom says how full the process limit of sandbox id is, for an
+// operation the machine could start no process for.
+func (p *Provider) processRoom(id string) string {
+	const act = "end some of its processes (sandbox ps, sandbox kill) or stop it (sandbox stop)"
+	if !p.cg.controllers["pids"] {
+		return "the sandbox may be at its process limit: " + act
+	}
+	dir := p.cg.dirOf("pids", id+"-"+machineCgroup)
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return strings.TrimSpace(string(b))
+	}
+	cur, max := read("pids.current"), read("pids.max")
+	n, err1 := strconv.Atoi(cur)
+	limit, err2 := strconv.Atoi(max)
+	if err1 != nil || err2 != nil || n+reservedThreads < limit {
+		return "the sandbox may be at its process limit: " + act
+	}
+	return fmt.Sprintf("the sandbox is at its process limit (%d of %d tasks: --pids, plus %d for the machine's own, counts every process and thread): %s", n, limit, machinePidsAllowance, act)
 }
 
 // readReply reads one reply from a machine.

@@ -453,10 +453,13 @@ func (m *machine) run(c *net.UnixConn, req machineRequest, files []*os.File, rep
 		var err error
 		sp, key, err = m.take(req)
 		if err != nil {
-			r := machineReply{Err: err.Error(), Setup: true}
+			// No runner could be started or prepared: the machine
+			// runs, but has no room for another process (its pids
+			// limit is full, most likely; the host says).
+			r := machineReply{Err: "no process could be started for the operation: " + err.Error(), Kind: kindUnavailable}
 			var se *spareError
 			if errors.As(err, &se) {
-				r.Kind = se.m.Kind
+				r = machineReply{Err: err.Error(), Kind: se.m.Kind, Setup: true}
 				// A user the sandbox lacks is the request's fault.
 				r.Setup = se.m.Kind != kindInvalid
 			}
