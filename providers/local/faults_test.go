@@ -1167,3 +1167,24 @@ func TestProcessLimitFull(t *testing.T) {
 		t.Errorf("after the stop: %q", got)
 	}
 }
+
+// TestCommandSignalsItsRunner: a command runs as the sandbox's user, like
+// the runner that started it, so it can signal that runner. Stopped, the
+// runner is let go on and the command's result still arrives; killed, the
+// call fails saying what happened, and the sandbox runs on.
+func TestCommandSignalsItsRunner(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	r := run(t, p, id, "kill -STOP $PPID; echo after", func(r *providers.ExecRequest) { r.Timeout = 30 * time.Second })
+	if r.err != nil || r.code != 0 || r.stdout != "after\n" {
+		t.Errorf("a command that stopped its runner: stdout %q, exit %d, err %v; want its output and status", r.stdout, r.code, r.err)
+	}
+	r = run(t, p, id, "kill -KILL $PPID; sleep 1")
+	if !errors.Is(r.err, providers.ErrUnavailable) || !strings.Contains(r.err.Error(), "killed") || !strings.Contains(r.err.Error(), "runs on") {
+		t.Errorf("a command that killed its runner: %v; want ErrUnavailable saying that a process in the sandbox may have killed it", r.err)
+	}
+	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
+		t.Errorf("the next command: %q", got)
+	}
+}

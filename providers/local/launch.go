@@ -599,6 +599,13 @@ type background struct {
 
 // initDied describes an init that ended without reporting an outcome.
 func (pr *proc) initDied() error {
+	if pr.conn != nil && pr.waitErr != nil {
+		// The machine runs, and said how the operation's runner
+		// ended: a process of the sandbox can signal it (it runs as
+		// the sandbox's user).
+		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + pr.id,
+			Msg: "the process that ran the operation ended without reporting (" + pr.waitErr.Error() + "): a process in the sandbox may have killed it (kill $PPID, kill -1); the sandbox runs on"}
+	}
 	msg := "sandbox init ended without reporting"
 	if pr.waitErr != nil {
 		msg += ": " + pr.waitErr.Error()

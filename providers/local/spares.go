@@ -512,25 +512,43 @@ func (m *machine) run(c *net.UnixConn, req machineRequest, files []*os.File, rep
 	// runner watches its control pipe instead, and may outlive the
 	// client to keep the outputs of what the command left running.
 	gone := clientGone(c)
-	select {
-	case <-sp.c.exited:
-		sp.release()
-		reply(machineReply{Exit: exitString(sp.c.status)})
-	case again := <-settled:
-		if again {
-			m.park(key, sp)
-			reply(machineReply{Exit: "exit status 0"})
-			break
+	// A command may stop its own runner (kill -STOP $PPID, or -1): the
+	// runner only waits and relays, so it is let go on, or the caller
+	// would wait for ever.
+	var stuck <-chan time.Time
+	if !req.Background {
+		t := time.NewTicker(stuckGrace)
+		defer t.Stop()
+		stuck = t.C
+	}
+wait:
+	for {
+		select {
+		case <-sp.c.exited:
+			sp.release()
+			reply(machineReply{Exit: exitString(sp.c.status)})
+		case again := <-settled:
+			if again {
+				m.park(key, sp)
+				reply(machineReply{Exit: "exit status 0"})
+				break wait
+			}
+			sp.release()
+			<-sp.c.exited
+			reply(machineReply{Exit: exitString(sp.c.status)})
+		case <-gone:
+			if req.Any {
+				sp.kill()
+				break wait
+			}
+			go m.settle(key, sp, settled)
+		case <-stuck:
+			if state, _, err := procStat(sp.c.proc.Pid); err == nil && state == 'T' {
+				_ = sp.c.proc.Signal(syscall.SIGCONT)
+			}
+			continue
 		}
-		sp.release()
-		<-sp.c.exited
-		reply(machineReply{Exit: exitString(sp.c.status)})
-	case <-gone:
-		if req.Any {
-			sp.kill()
-			break
-		}
-		go m.settle(key, sp, settled)
+		break
 	}
 	release()
 }
