@@ -271,10 +271,7 @@ func TestSignalOutsideSandbox(t *testing.T) {
 		_ = host.Wait()
 	})
 	bg := startBackground(t, p, id, "exec sleep 300")
-	rec, alive := liveMachine(filepath.Join(p.dir, id))
-	if !alive {
-		t.Fatal("no machine runs")
-	}
+	rec := runningMachine(t, p, id)
 
 	tests := []struct {
 		name string

@@ -150,3 +150,13 @@ func waitTrashEmpty(t testing.TB, p *Provider) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// runningMachine is the record of the running machine of sandbox id.
+func runningMachine(t testing.TB, p *Provider, id string) machineRecord {
+	t.Helper()
+	rec, alive := liveMachine(filepath.Join(p.dir, id))
+	if !alive {
+		t.Fatalf("sandbox %s: no machine runs", id)
+	}
+	return rec
+}

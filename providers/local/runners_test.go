@@ -255,14 +255,7 @@ func TestRunnerThreadsHardened(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
 	nsPID := strings.TrimSpace(mustRun(t, p, id, "echo $PPID"))
-	dir, err := p.sandboxDir(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := readMachineRecord(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := runningMachine(t, p, id)
 	// The runner is the init's child whose pid in the sandbox is nsPID.
 	runners := hostProcesses("status", func(pid int, b []byte) bool {
 		return statusLine(b, "PPid") == strconv.Itoa(rec.pid) && strings.HasSuffix(statusLine(b, "NSpid"), "\t"+nsPID)

@@ -57,15 +57,7 @@ func TestInitThreadsBounded(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
 	mustRun(t, p, id, "true")
-	dir, err := p.sandboxDir(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := readMachineRecord(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := strconv.Itoa(rec.pid)
+	pid := strconv.Itoa(runningMachine(t, p, id).pid)
 	// Its runtime runs Go code on machineProcs threads at most, however
 	// many CPUs the host has. (Only root may look into the undumpable
 	// init.)
