@@ -545,3 +545,21 @@ func removeIdle(patterns []string) {
 		}
 	}
 }
+
+// oomKills is how many processes the kernel's OOM killer has ended in the
+// memory cgroup dir (0 when unknown).
+func oomKills(dir string) int {
+	for _, name := range []string{"memory.oom_control", "memory.events"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
+		}
+	}
+	return 0
+}

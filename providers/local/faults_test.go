@@ -1185,3 +1185,32 @@ func TestCommandSignalsItsRunner(t *testing.T) {
 		t.Errorf("the next command: %q", got)
 	}
 }
+
+// TestMemoryFullSaysSo: a command that fills the sandbox's memory limit
+// with many processes smaller than the machine's own may have its runner,
+// or the machine's init, ended by the kernel's OOM killer (the init is not
+// spared: lowering its oom_score_adj needs CAP_SYS_RESOURCE, which root
+// lacks on such hosts, and raising the runners' needs a /proc the sandbox
+// has read-only); the call then says that the memory limit was reached,
+// and the sandbox runs commands after.
+func TestMemoryFullSaysSo(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	if !p.cg.controllers["memory"] {
+		t.Logf("no memory cgroup here (%s): --memory is refused", p.cg.describe())
+		return
+	}
+	id := newSandbox(t, p, providers.Spec{Resources: providers.Resources{MemoryMB: 64}})
+	// 40 processes of ~2.5 MiB each, more than the limit together.
+	r := run(t, p, id, `for i in $(seq 40); do (x=$(head -c 2500000 /dev/zero | tr "\0" a); sleep 20) & done; sleep 3; echo done`,
+		func(r *providers.ExecRequest) { r.Timeout = 60 * time.Second })
+	if r.err != nil && (!errors.Is(r.err, providers.ErrUnavailable) || !strings.Contains(r.err.Error(), "memory limit was reached")) {
+		t.Errorf("the filling command: %v; want its status, or an error saying that the memory limit was reached", r.err)
+	}
+	if r.err == nil {
+		t.Logf("the runner survived this time (%q)", r.stdout)
+	}
+	if got := mustRun(t, p, id, "pkill sleep; echo after"); got != "after\n" {
+		t.Errorf("after the memory filled: %q", got)
+	}
+}

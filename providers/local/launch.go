@@ -106,6 +106,10 @@ type proc struct {
 	// left running, and is not waited for.
 	settled chan struct{}
 	weak    bool // no namespaces: the init must be asked to clean up
+	// oomKilled says whether the kernel's OOM killer ended a process of
+	// the sandbox since the operation started (nil without a memory
+	// limit).
+	oomKilled func() bool
 }
 
 // launch starts one operation of the sandbox in dir: in a runner of its
@@ -603,8 +607,12 @@ func (pr *proc) initDied() error {
 		// The machine runs, and said how the operation's runner
 		// ended: a process of the sandbox can signal it (it runs as
 		// the sandbox's user).
+		why := "a process in the sandbox may have killed it (kill $PPID, kill -1)"
+		if pr.oomKilled != nil && pr.oomKilled() {
+			why = "the sandbox's memory limit was reached, and the kernel's OOM killer ended it with others (--memory)"
+		}
 		return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + pr.id,
-			Msg: "the process that ran the operation ended without reporting (" + pr.waitErr.Error() + "): a process in the sandbox may have killed it (kill $PPID, kill -1); the sandbox runs on"}
+			Msg: "the process that ran the operation ended without reporting (" + pr.waitErr.Error() + "): " + why + "; the sandbox runs on"}
 	}
 	msg := "sandbox init ended without reporting"
 	if pr.waitErr != nil {
@@ -617,6 +625,9 @@ func (pr *proc) initDied() error {
 		if words := lastWords(pr.dir); words != "" {
 			msg += ": the machine ended: " + words
 		}
+	}
+	if pr.oomKilled != nil && pr.oomKilled() {
+		msg += ": the sandbox's memory limit was reached, and the kernel's OOM killer ended its machine with other processes (--memory); its files stay, its processes and /tmp are gone"
 	}
 	return &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + pr.id, Msg: msg}
 }

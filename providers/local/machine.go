@@ -777,6 +777,11 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 // operation (it was stopping): nothing ran.
 func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
 	pr := &proc{id: id, dir: dir, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
+	if cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"] {
+		mem := p.cg.dirOf("memory", id+"-"+machineCgroup)
+		before := oomKills(mem)
+		pr.oomKilled = func() bool { return oomKills(mem) > before }
+	}
 	frame := appendFrame(nil, encodeConfig(cfg))
 	ends, err := pr.openEnds(stdio)
 	if err != nil {
