@@ -1113,17 +1113,16 @@ func TestProcessLimitFull(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{Resources: providers.Resources{Pids: 64}})
 	ctx := context.Background()
-	// Sleepers until the limit stops them (at most 400).
+	// Sleepers until the limit stops them (400 tries), then the loop's
+	// shell becomes a sleeper too.
 	startBackground(t, p, id, "for i in $(seq 400); do sleep 300 & done 2>/dev/null; exec sleep 300")
 	deadline := time.Now().Add(30 * time.Second)
-	for {
+	for filling := true; filling; {
 		procs, err := p.Processes(ctx, id)
 		if err != nil {
 			t.Fatalf("ps with the limit full: %v", err)
 		}
-		if len(procs) > 60 {
-			break
-		}
+		filling = slices.ContainsFunc(procs, func(pr providers.Process) bool { return strings.Contains(strings.Join(pr.Argv, " "), "seq 400") })
 		if time.Now().After(deadline) {
 			t.Fatalf("the sleepers never filled the limit: %d processes", len(procs))
 		}
