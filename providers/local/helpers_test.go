@@ -19,7 +19,15 @@ import (
 // newTestProvider returns a provider whose state lives in a test directory.
 func newTestProvider(t testing.TB) *Provider {
 	t.Helper()
-	dir := t.TempDir()
+	return providerAt(t, t.TempDir())
+}
+
+// providerAt returns a provider on the state in dir (a test directory),
+// closed when t ends, once the trash of what the test deleted is empty,
+// and dir removed. A second provider on the same state (as a second CLI
+// run) is made with New, and only closed.
+func providerAt(t testing.TB, dir string) *Provider {
+	t.Helper()
 	p, err := New(providers.Config{StateDir: dir})
 	if err != nil {
 		t.Fatalf("New: %v", err)

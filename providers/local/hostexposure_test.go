@@ -105,11 +105,7 @@ func TestStateDirHidden(t *testing.T) {
 			plantFile(t, hostTmp, secret+"\n", 0o644)
 			t.Cleanup(func() { os.Remove(hostTmp) })
 
-			p, err := New(providers.Config{StateDir: stateDir})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			t.Cleanup(func() { p.Close() })
+			p := providerAt(t, stateDir)
 			a := newSandbox(t, p, providers.Spec{})
 			b := newSandbox(t, p, providers.Spec{Env: map[string]string{"API_TOKEN": secret}})
 			writeString(t, p, b, "/workspace/notes-"+tok, secret+"\n")
@@ -362,11 +358,8 @@ func TestMountinfoHidesStatePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HOME", home)
-	p, err := New(providers.Config{StateDir: stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = removeTree(home) })
+	t.Cleanup(func() { _ = removeTree(home) }) // after the provider's own
+	p := providerAt(t, stateDir)
 	id := newSandbox(t, p, providers.Spec{})
 	for _, f := range []string{"/proc/self/mountinfo", "/proc/self/mounts", "/proc/1/mountinfo"} {
 		out := mustRun(t, p, id, "cat "+f+" 2>/dev/null; true")

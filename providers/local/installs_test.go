@@ -97,11 +97,7 @@ func TestInstallsPersist(t *testing.T) {
 	}
 
 	stateDir := t.TempDir()
-	p, err := New(providers.Config{StateDir: stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = removeTree(stateDir) })
+	p := providerAt(t, stateDir)
 	id := newSandbox(t, p, providers.Spec{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -143,6 +139,7 @@ python3 -m venv /workspace/venv
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = p2.Close() })
 	check := `python3 -c 'import ` + pkg + `; print(` + pkg + `.VALUE)'; /workspace/venv/bin/python -c 'import ` + venvPkg + `; print(` + venvPkg + `.VALUE)'`
 	want := "user-" + tok + "\nvenv-" + tok + "\n"
 	if root {

@@ -74,11 +74,7 @@ func TestStateRemovableByOwner(t *testing.T) {
 // reached by a short relative name.
 func TestLongStateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), strings.Repeat("long-directory-name-", 8))
-	p, err := New(providers.Config{StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = removeTree(dir) })
+	p := providerAt(t, dir)
 	id := newSandbox(t, p, providers.Spec{})
 	mustRun(t, p, id, "echo x > /tmp/x")
 	if got := mustRun(t, p, id, "cat /tmp/x"); got != "x\n" {
