@@ -3,6 +3,7 @@
 package local
 
 import (
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -327,40 +328,44 @@ func (o *relay) release() { unix.Close(o.r) }
 // thread blocked for each would have to be made, which a full pids limit
 // forbids.
 func (o *relay) discard() {
-	null, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		defer unix.Close(null)
-	}
-	if unix.SetNonblock(o.r, true) != nil {
+	if err := unix.SetNonblock(o.r, true); err != nil {
 		unix.Close(o.r)
 		return
 	}
 	f := os.NewFile(uintptr(o.r), "leftovers")
 	defer f.Close()
-	rc, rerr := f.SyscallConn()
-	if rerr != nil {
-		return
+	if !spliceAway(f) {
+		_, _ = io.Copy(io.Discard, f)
 	}
-	buf := make([]byte, 16<<10)
+}
+
+// spliceAway moves what arrives on the pipe f to /dev/null until its
+// writers are gone, or it fails; false if /dev/null takes no splice here.
+func spliceAway(f *os.File) bool {
+	null, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(null)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
 	for {
-		var n int
-		var moveErr error
-		werr := rc.Read(func(fd uintptr) bool {
-			if err == nil {
-				var n64 int64
-				n64, moveErr = unix.Splice(int(fd), nil, null, nil, relayBuf, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				n = int(n64)
-				if moveErr != nil && moveErr != unix.EAGAIN && moveErr != unix.EINTR {
-					err = moveErr // null takes no splice: read instead
-				}
-			}
-			if err != nil {
-				n, moveErr = unix.Read(int(fd), buf)
-			}
-			return moveErr != unix.EAGAIN
-		})
-		if werr != nil || (moveErr != nil && moveErr != unix.EINTR) || (moveErr == nil && n <= 0) {
-			return
+		var n int64
+		var serr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, serr = unix.Splice(int(fd), nil, null, nil, relayBuf, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			return serr != unix.EAGAIN
+		}); err != nil {
+			return true
+		}
+		switch {
+		case serr == unix.EINVAL:
+			return false
+		case serr == unix.EINTR:
+		case serr != nil || n == 0:
+			return true
 		}
 	}
 }
