@@ -411,6 +411,12 @@ func (m *machine) logTo(sp *spare, files []*os.File) error {
 // the operation before the init looks whether it was stopped.
 const stuckGrace = 2 * time.Second
 
+// stopped says whether the runner is stopped (by a signal, or traced).
+func (sp *spare) stopped() bool {
+	state, _, err := procStat(sp.c.proc.Pid)
+	return err == nil && (state == 'T' || state == 't')
+}
+
 // settle waits for the runner of a command whose caller went away (a
 // cancellation, a timeout, a dead client) to end the operation, and
 // parks it. A runner its own command stopped (with SIGSTOP) would never
@@ -428,7 +434,7 @@ func (m *machine) settle(key spareKey, sp *spare, settled <-chan bool) {
 			}
 			return
 		case <-t.C:
-			if state, _, err := procStat(sp.c.proc.Pid); err == nil && (state == 'T' || state == 't') {
+			if sp.stopped() {
 				_ = sp.c.proc.Signal(syscall.SIGKILL)
 			}
 			t.Reset(stuckGrace)
@@ -521,9 +527,14 @@ func (m *machine) run(c *net.UnixConn, req machineRequest, files []*os.File, rep
 		defer t.Stop()
 		stuck = t.C
 	}
-wait:
-	for {
+	for done := false; !done; {
+		done = true
 		select {
+		case <-stuck:
+			if sp.stopped() {
+				_ = sp.c.proc.Signal(syscall.SIGCONT)
+			}
+			done = false
 		case <-sp.c.exited:
 			sp.release()
 			reply(machineReply{Exit: exitString(sp.c.status)})
@@ -531,24 +542,18 @@ wait:
 			if again {
 				m.park(key, sp)
 				reply(machineReply{Exit: "exit status 0"})
-				break wait
+			} else {
+				sp.release()
+				<-sp.c.exited
+				reply(machineReply{Exit: exitString(sp.c.status)})
 			}
-			sp.release()
-			<-sp.c.exited
-			reply(machineReply{Exit: exitString(sp.c.status)})
 		case <-gone:
 			if req.Any {
 				sp.kill()
-				break wait
+			} else {
+				go m.settle(key, sp, settled)
 			}
-			go m.settle(key, sp, settled)
-		case <-stuck:
-			if state, _, err := procStat(sp.c.proc.Pid); err == nil && state == 'T' {
-				_ = sp.c.proc.Signal(syscall.SIGCONT)
-			}
-			continue
 		}
-		break
 	}
 	release()
 }
