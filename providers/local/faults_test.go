@@ -426,9 +426,7 @@ func TestStopDuringForegroundCommand(t *testing.T) {
 			if machineState(filepath.Join(p.dir, id)) != providers.StateStopped {
 				t.Errorf("the sandbox is not stopped after Stop")
 			}
-			if got := mustRun(t, p, id, "echo again"); got != "again\n" {
-				t.Errorf("exec after the stop: %q", got)
-			}
+			assertRuns(t, p, id, "exec after the stop")
 			if note := p.TakeNote(id); note != "" {
 				t.Errorf("the start after a stop left a note of a crash: %q", note)
 			}
@@ -539,9 +537,7 @@ func TestInitKilledDuringCommand(t *testing.T) {
 			t.Errorf("Exec whose init wrote %q before it was killed: err = %v, want its first two lines", words, err)
 		}
 		waitExited(t, rec.pid)
-		if got := mustRun(t, p, id, "echo again"); got != "again\n" {
-			t.Errorf("exec after the init was killed: %q", got)
-		}
+		assertRuns(t, p, id, "exec after the init was killed")
 		why := "(its machine was killed, or the host restarted)"
 		if words != "" {
 			why = "(its machine ended: " + words + "; goroutine 1 [running]:)"
@@ -1039,9 +1035,7 @@ func TestStopFollowsContext(t *testing.T) {
 	if _, alive := liveMachine(filepath.Join(p.dir, id)); alive {
 		t.Errorf("the machine still runs after the stop")
 	}
-	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
-		t.Errorf("after the stop: %q", got)
-	}
+	assertRuns(t, p, id, "after the stop")
 }
 
 // TestDyingInitIsACrash checks how a start judges a recorded init that is
@@ -1159,9 +1153,7 @@ func TestProcessLimitFull(t *testing.T) {
 	if err := p.Stop(ctx, id); err != nil {
 		t.Fatalf("stop with the limit full: %v", err)
 	}
-	if got := mustRun(t, p, id, "echo again"); got != "again\n" {
-		t.Errorf("after the stop: %q", got)
-	}
+	assertRuns(t, p, id, "after the stop")
 }
 
 // TestCommandSignalsItsRunner: a command runs as the sandbox's user, like
@@ -1180,9 +1172,7 @@ func TestCommandSignalsItsRunner(t *testing.T) {
 	if !errors.Is(r.err, providers.ErrUnavailable) || !strings.Contains(r.err.Error(), "killed") || !strings.Contains(r.err.Error(), "runs on") {
 		t.Errorf("a command that killed its runner: %v; want ErrUnavailable saying that a process in the sandbox may have killed it", r.err)
 	}
-	if got := mustRun(t, p, id, "echo next"); got != "next\n" {
-		t.Errorf("the next command: %q", got)
-	}
+	assertRuns(t, p, id, "the next command")
 }
 
 // TestMemoryFullSaysSo: a command that fills the sandbox's memory limit

@@ -168,3 +168,11 @@ func runningMachine(t testing.TB, p *Provider, id string) machineRecord {
 	}
 	return rec
 }
+
+// assertRuns checks that sandbox id runs a command; when says after what.
+func assertRuns(t testing.TB, p *Provider, id, when string) {
+	t.Helper()
+	if got := mustRun(t, p, id, "echo ran"); got != "ran\n" {
+		t.Errorf("%s: a command printed %q, want ran", when, got)
+	}
+}
