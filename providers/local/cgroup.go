@@ -40,6 +40,19 @@ const cgroupParent = "sandbox"
 // (cgroup v2 allows no processes in a cgroup that has them).
 const cgroupCLILeaf = "sandbox-cli"
 
+// cgroupWork names the child cgroup of a machine's (cgroup v1, in the
+// pids and memory controllers) that holds every process of the sandbox
+// but its init, with the sandbox's pids and memory limits. The init stays
+// in the machine's cgroup above it, outside those limits: a fork bomb that
+// fills the pids limit cannot keep the init's Go runtime from making a
+// thread it needs (it aborts when it cannot), and a command that fills the
+// memory limit cannot have the OOM killer end the init (and with it every
+// process and /tmp). The init's two process starters are the threads it
+// moves into these cgroups (cgroup v1 places threads), so each runner is
+// born in them; cgroup v2, which places only whole processes, keeps the
+// init and its limits in one cgroup.
+const cgroupWork = "work"
+
 // cgroupControllers are the controllers the provider uses.
 var cgroupControllers = []string{"pids", "memory", "cpu"}
 
@@ -253,9 +266,12 @@ func (c cgroups) check(res providers.Resources) error {
 		strings.Join(missing, ", "), c.describe())
 }
 
-// cgroupSet is the cgroups of one running command.
+// cgroupSet is the cgroups of one running command or machine.
 type cgroupSet struct {
 	dirs []string
+	// work are the machine's cgroupWork children, which its init
+	// places its runners in.
+	work []string
 }
 
 // enter puts pid into fresh cgroups named name with the requested limits;
@@ -263,7 +279,7 @@ type cgroupSet struct {
 // (root), so that a fork bomb is bounded where RLIMIT_NPROC is not. It
 // returns nil when no cgroup is needed or available.
 func (c cgroups) enter(pid int, name string, res providers.Resources) (*cgroupSet, error) {
-	return c.prepare(name, res).join(pid)
+	return c.prepare(name, c.limitFiles(res)).join(pid)
 }
 
 // cgroupPrep is cgroups being made (by prepare) for a process yet to
@@ -277,13 +293,13 @@ type cgroupPrep struct {
 	err   error
 }
 
-// prepare starts making the cgroups named name with the limits of res
+// prepare starts making the cgroups named name with the limit files files
 // while the caller starts the process that joins them. Making them is
 // quick (a mkdir and a write per controller, well under a millisecond
 // alone) but takes the cgroup mutex, which a warming write holds through
 // its RCU grace period (see prewarm): it must not hold up the start.
-func (c cgroups) prepare(name string, res providers.Resources) *cgroupPrep {
-	pr := &cgroupPrep{c: c, name: name, files: c.limitFiles(res), done: make(chan struct{})}
+func (c cgroups) prepare(name string, files []cgroupFile) *cgroupPrep {
+	pr := &cgroupPrep{c: c, name: name, files: files, done: make(chan struct{})}
 	if len(pr.files) == 0 {
 		close(pr.done)
 		return pr
@@ -338,25 +354,66 @@ func (c cgroups) limitFiles(res providers.Resources) []cgroupFile {
 	type file = cgroupFile
 	var files []file
 	if c.controllers["pids"] && pids > 0 {
-		files = append(files, file{"pids", "pids.max", strconv.Itoa(pids)})
+		files = append(files, file{ctl: "pids", name: "pids.max", val: strconv.Itoa(pids)})
 	}
 	if res.MemoryMB > 0 && c.controllers["memory"] {
 		bytes := strconv.FormatInt(int64(res.MemoryMB)<<20, 10)
 		if c.kind == cgroupV1 {
-			files = append(files, file{"memory", "memory.limit_in_bytes", bytes})
+			files = append(files, file{ctl: "memory", name: "memory.limit_in_bytes", val: bytes})
 		} else {
-			files = append(files, file{"memory", "memory.max", bytes}, file{"memory", "memory.swap.max", "0"})
+			files = append(files, file{ctl: "memory", name: "memory.max", val: bytes}, file{ctl: "memory", name: "memory.swap.max", val: "0"})
 		}
 	}
 	if res.CPUs > 0 && c.controllers["cpu"] {
 		quota := strconv.FormatInt(int64(res.CPUs*100000), 10)
 		if c.kind == cgroupV1 {
-			files = append(files, file{"cpu", "cpu.cfs_period_us", "100000"}, file{"cpu", "cpu.cfs_quota_us", quota})
+			files = append(files, file{ctl: "cpu", name: "cpu.cfs_period_us", val: "100000"}, file{ctl: "cpu", name: "cpu.cfs_quota_us", val: quota})
 		} else {
-			files = append(files, file{"cpu", "cpu.max", quota + " 100000"})
+			files = append(files, file{ctl: "cpu", name: "cpu.max", val: quota + " 100000"})
 		}
 	}
 	return files
+}
+
+// machineFiles are the limit files of a sandbox's machine with the
+// resources res: limitFiles, with those of pids and memory in the
+// machine's cgroupWork child on cgroup v1.
+func (c cgroups) machineFiles(res providers.Resources) []cgroupFile {
+	files := c.limitFiles(res)
+	if c.kind == cgroupV1 {
+		for i, f := range files {
+			files[i].work = f.ctl == "pids" || f.ctl == "memory"
+		}
+	}
+	return files
+}
+
+// fileDir is the directory of the file f of cgroup name.
+func (c cgroups) fileDir(f cgroupFile, name string) string {
+	d := c.dirOf(f.ctl, name)
+	if f.work {
+		d = filepath.Join(d, cgroupWork)
+	}
+	return d
+}
+
+// limitDir is the directory of controller ctl that holds the limit of a
+// sandbox's machine cgroup name: its cgroupWork child where it has one.
+func (c cgroups) limitDir(ctl, name string) string {
+	return c.fileDir(cgroupFile{ctl: ctl, work: c.kind == cgroupV1 && (ctl == "pids" || ctl == "memory")}, name)
+}
+
+// workFiles are the files among files of cgroup name that go in its
+// cgroupWork children, their directories relative to the cgroup root (see
+// initConfig.WorkCgroups).
+func (c cgroups) workFiles(files []cgroupFile, name string) []cgroupPath {
+	var out []cgroupPath
+	for _, f := range files {
+		if rel, err := filepath.Rel(c.root, c.fileDir(f, name)); f.work && err == nil {
+			out = append(out, cgroupPath{Dir: rel, Name: f.name, Val: f.val})
+		}
+	}
+	return out
 }
 
 // dirOf is the directory of cgroup name for controller ctl.
@@ -403,18 +460,17 @@ func (c cgroups) rename(name, to string, files []cgroupFile) ([]string, error) {
 			continue
 		}
 		dest := c.dirOf(ctl, to)
-		_ = unix.Rmdir(dest) // left by a machine that ended; never one in use (the machine lock)
+		_ = rmCgroup(dest) // left by a machine that ended; never one in use (the machine lock)
 		if err := os.Rename(from, dest); err != nil {
 			return dirs, fmt.Errorf("rename cgroup %s: %w", from, err)
 		}
 		dirs = append(dirs, dest)
 	}
 	for _, f := range files {
-		dest := c.dirOf(f.ctl, to)
-		if !slices.Contains(dirs, dest) {
+		if !slices.Contains(dirs, c.dirOf(f.ctl, to)) {
 			return dirs, fmt.Errorf("cgroup %s: no %s cgroup to rename", f.name, f.ctl)
 		}
-		if err := os.WriteFile(filepath.Join(dest, f.name), []byte(f.val), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(c.fileDir(f, to), f.name), []byte(f.val), 0o644); err != nil {
 			return dirs, fmt.Errorf("cgroup %s: %w", f.name, err)
 		}
 	}
@@ -422,7 +478,11 @@ func (c cgroups) rename(name, to string, files []cgroupFile) ([]string, error) {
 }
 
 // cgroupFile is one limit to write.
-type cgroupFile struct{ ctl, name, val string }
+type cgroupFile struct {
+	ctl, name, val string
+	// work puts it in the cgroupWork child (see machineFiles).
+	work bool
+}
 
 // abandon removes the prepared cgroups, which no process joined.
 func (pr *cgroupPrep) abandon() {
@@ -430,26 +490,27 @@ func (pr *cgroupPrep) abandon() {
 	pr.set.remove()
 }
 
-// make creates the cgroups of name and writes files.
+// make creates the cgroups of name (and the cgroupWork children its
+// files ask for) and writes files.
 func (c cgroups) make(name string, files []cgroupFile) (*cgroupSet, error) {
 	set := &cgroupSet{}
-	dirOf := func(ctl string) (string, error) {
-		d := c.dirOf(ctl, name)
-		for _, have := range set.dirs {
-			if have == d {
-				return d, nil
-			}
+	made := func(dirs *[]string, d string) error {
+		if slices.Contains(*dirs, d) {
+			return nil
 		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", err
+			return err
 		}
-		set.dirs = append(set.dirs, d)
-		return d, nil
+		*dirs = append(*dirs, d)
+		return nil
 	}
 	for _, f := range files {
-		d, err := dirOf(f.ctl)
+		err := made(&set.dirs, c.dirOf(f.ctl, name))
+		if err == nil && f.work {
+			err = made(&set.work, c.fileDir(f, name))
+		}
 		if err == nil {
-			err = os.WriteFile(filepath.Join(d, f.name), []byte(f.val), 0o644)
+			err = os.WriteFile(filepath.Join(c.fileDir(f, name), f.name), []byte(f.val), 0o644)
 		}
 		if err != nil && !(f.name == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
 			set.remove()
@@ -479,8 +540,14 @@ func (s *cgroupSet) remove() {
 		return
 	}
 	for _, d := range s.dirs {
-		_ = unix.Rmdir(d)
+		rmCgroup(d)
 	}
+}
+
+// rmCgroup removes the cgroup d, with its cgroupWork child if it has one.
+func rmCgroup(d string) error {
+	_ = unix.Rmdir(filepath.Join(d, cgroupWork))
+	return unix.Rmdir(d)
 }
 
 // removeDirs removes the cgroups dirs of processes that are gone; the
@@ -488,7 +555,7 @@ func (s *cgroupSet) remove() {
 func removeDirs(dirs []string) {
 	for _, d := range dirs {
 		for range 50 {
-			err := unix.Rmdir(d)
+			err := rmCgroup(d)
 			if err == nil || !errors.Is(err, unix.EBUSY) {
 				break
 			}
@@ -541,7 +608,7 @@ func removeIdle(patterns []string) {
 	for _, p := range patterns {
 		dirs, _ := filepath.Glob(p)
 		for _, d := range dirs {
-			_ = unix.Rmdir(d)
+			_ = rmCgroup(d)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,6 +43,18 @@ func readCg(t *testing.T, path string) string {
 		t.Errorf("read %s: %v", path, err)
 	}
 	return string(b)
+}
+
+// cgroupLine is the path of controller ctl in the contents of a
+// /proc/PID/cgroup file (cgroup v1).
+func cgroupLine(procCgroup, ctl string) string {
+	for line := range strings.Lines(procCgroup) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), ctl) {
+			return f[2]
+		}
+	}
+	return ""
 }
 
 func TestCgroups(t *testing.T) {
@@ -208,8 +221,10 @@ func TestCgroupsReal(t *testing.T) {
 	}
 	want := info.ID + "-" + machineCgroup
 	// Every process of the machine, its first runner too (started
-	// before the init was in its cgroups, and moved with it), is in the
-	// machine's cgroup.
+	// before the init was in its cgroups), is in the machine's cgroup;
+	// on cgroup v1 all but the init are in its work child, which holds
+	// the limits of pids and memory, and of the init's threads only its
+	// two process starters are.
 	rec, err := readMachineRecord(filepath.Join(p.dir, info.ID))
 	if err != nil {
 		t.Fatal(err)
@@ -221,15 +236,44 @@ func TestCgroupsReal(t *testing.T) {
 	if len(procs) < 2 {
 		t.Errorf("the machine runs %v, want its init and a runner", procs)
 	}
-	for _, pid := range procs {
-		if got := readCg(t, "/proc/"+strconv.Itoa(pid)+"/cgroup"); !strings.Contains(got, want) {
+	v1 := p.cg.kind == cgroupV1
+	for i, pid := range procs {
+		got := readCg(t, "/proc/"+strconv.Itoa(pid)+"/cgroup")
+		if !strings.Contains(got, want) {
 			t.Errorf("process %d of the machine is in\n%s\nwant the machine's cgroup", pid, got)
+		}
+		if inWork := cgroupLine(got, "pids") == "/"+cgroupParent+"/"+want+"/"+cgroupWork; v1 && inWork != (i > 0) {
+			t.Errorf("process %d (the init: %v) of the machine is in\n%s\nwant the init alone outside the work cgroup", pid, i == 0, got)
+		}
+	}
+	if v1 {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(rec.pid) + "/task")
+		inWork := 0
+		for _, task := range tasks {
+			got := readCg(t, "/proc/"+strconv.Itoa(rec.pid)+"/task/"+task.Name()+"/cgroup")
+			switch cgroupLine(got, "pids") {
+			case "/" + cgroupParent + "/" + want + "/" + cgroupWork:
+				inWork++
+			case "/" + cgroupParent + "/" + want:
+			default:
+				t.Errorf("the init's thread %s is in\n%s\nwant the machine's cgroup", task.Name(), got)
+			}
+		}
+		if inWork != 2 {
+			t.Errorf("%d of the init's %d threads are in its work cgroup; want its two process starters", inWork, len(tasks))
+		}
+		if got := readCg(t, filepath.Join(p.cg.dirOf("pids", want), "pids.max")); got != "max\n" {
+			t.Errorf("the init's own pids cgroup has the limit %q; want none", got)
 		}
 	}
 	for range 2 {
-		got := mustRun(t, p, info.ID, "cat /proc/self/cgroup; cat /proc/1/cgroup")
-		if n := strings.Count(got, want); n < 2 {
+		got := mustRun(t, p, info.ID, "cat /proc/self/cgroup; echo; cat /proc/1/cgroup")
+		self, init, _ := strings.Cut(got, "\n\n")
+		if !strings.Contains(self, want) || !strings.Contains(init, want) {
 			t.Errorf("/proc/self/cgroup and /proc/1/cgroup:\n%s\nwant the machine's cgroup for the command and the init", got)
+		}
+		if v1 && (!strings.HasSuffix(cgroupLine(self, "pids"), "/"+cgroupWork) || strings.HasSuffix(cgroupLine(init, "pids"), "/"+cgroupWork)) {
+			t.Errorf("/proc/self/cgroup and /proc/1/cgroup:\n%s\nwant the command in the work cgroup, the init above it", got)
 		}
 	}
 	if rc, err := p.ReadFile(context.Background(), info.ID, "/proc/self/cgroup"); err != nil {
@@ -252,6 +296,9 @@ func TestCgroupsReal(t *testing.T) {
 		t.Errorf("cgroups %v, want the machine's alone", dirs)
 	}
 	for _, d := range dirs {
+		if v1 {
+			d = filepath.Join(d, cgroupWork)
+		}
 		if got, want := readCg(t, filepath.Join(d, "pids.max")), strconv.Itoa(77+machinePidsAllowance)+"\n"; got != want {
 			t.Errorf("%s/pids.max = %q, want %q (77 and the machine's allowance)", d, got, want)
 		}
@@ -338,9 +385,9 @@ func TestDefaultMemoryLimit(t *testing.T) {
 		if info.AutoStop != DefaultAutoStop {
 			t.Errorf("%s: info.AutoStop = %v, want %v", tt.name, info.AutoStop, DefaultAutoStop)
 		}
-		file := filepath.Join(p.cg.dirOf("memory", id+"-"+machineCgroup), "memory.limit_in_bytes")
+		file := filepath.Join(p.cg.limitDir("memory", id+"-"+machineCgroup), "memory.limit_in_bytes")
 		if p.cg.kind == cgroupV2 {
-			file = filepath.Join(p.cg.dirOf("memory", id+"-"+machineCgroup), "memory.max")
+			file = filepath.Join(p.cg.limitDir("memory", id+"-"+machineCgroup), "memory.max")
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {

@@ -15,13 +15,13 @@ import (
 
 // Resource limits. Every command gets rlimits; where the host lets this
 // process manage cgroups (root on cgroup v1 or v2, or a delegated cgroup v2
-// subtree) the command's init is also placed in cgroups: a cold init (a
-// sandbox's first operation, or any operation without a holder) in those
-// of its work slot, a holder in the sandbox's holder cgroups before it
-// forks its first spare, so that every operation it runs is born inside
-// them and the limits bound them together (see startHolderProcess). The
-// rlimits and tmpfs sizes below are computed in fillConfig, once per
-// holder or cold init, and are the same on both paths:
+// subtree) the sandbox's machine is also placed in cgroups of its own,
+// before it starts any process, so that every process of the sandbox is
+// born inside them and the limits bound them together. On cgroup v1 the
+// pids and memory limits sit on a child of the machine's cgroups that
+// holds every process but the init (see cgroupWork), so that what fills
+// them cannot end the machine. The rlimits and tmpfs sizes below are
+// computed in fillConfig, once per machine start or weak-mode operation:
 //
 //   - pids: RLIMIT_NPROC always. Since Linux 5.14 the count is kept per user
 //     namespace, and every command has its own, so the limit bounds the
@@ -44,9 +44,9 @@ import (
 const (
 	defaultPids = 1024
 	// machinePidsAllowance is added to the pids limit for the machine's
-	// own tasks (its init, spare and busy runners, their threads: Go
-	// programs of about ten threads each), so that --pids N leaves the
-	// sandbox's commands about N.
+	// own tasks in it (spare and busy runners, their threads: Go programs
+	// of about ten threads each; where the init is in it too, its
+	// threads), so that --pids N leaves the sandbox's commands about N.
 	machinePidsAllowance = 64
 	// defaultDataShare is the share of the host's memory one process
 	// may use when no cgroup bounds the sandbox as a whole.

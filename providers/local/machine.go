@@ -457,6 +457,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	if err != nil {
 		return err
 	}
+	cfg.CgroupRoot, cfg.WorkCgroups = p.cg.root, p.cg.workFiles(p.cg.machineFiles(res), id+"-"+machineCgroup)
 	// The configuration is completed while the init starts (the masks
 	// read from their cache, among others).
 	p.fillConfig(dir, slotN, cfg, shared, since)
@@ -535,7 +536,7 @@ type initProc struct {
 func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.File) (*initProc, error) {
 	cmd := p.initCmd(files)
 	// The sandbox's cgroups are made while the init starts.
-	cg := p.cg.prepare(id+"-"+machineCgroup, res)
+	cg := p.cg.prepare(id+"-"+machineCgroup, p.cg.machineFiles(res))
 	if err := cmd.Start(); err != nil {
 		cg.abandon()
 		return nil, startError(id, err)
@@ -570,7 +571,9 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 		if joinErr != nil {
 			return joinErr
 		}
-		if joinedSet != nil {
+		// Where the machine has cgroupWork children, the init
+		// moves its first runner into them itself.
+		if joinedSet != nil && len(joinedSet.work) == 0 {
 			for _, child := range childrenOf(pid) {
 				if err := joinedSet.add(child); err != nil && !errors.Is(err, unix.ESRCH) {
 					return err
@@ -778,7 +781,7 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
 	pr := &proc{id: id, dir: dir, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
 	if cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"] {
-		mem := p.cg.dirOf("memory", id+"-"+machineCgroup)
+		mem := p.cg.limitDir("memory", id+"-"+machineCgroup)
 		before := oomKills(mem)
 		pr.oomKilled = func() bool { return oomKills(mem) > before }
 	}
@@ -883,7 +886,7 @@ func (p *Provider) processRoom(id string) string {
 	if !p.cg.controllers["pids"] {
 		return "the sandbox may be at its process limit: " + act
 	}
-	dir := p.cg.dirOf("pids", id+"-"+machineCgroup)
+	dir := p.cg.limitDir("pids", id+"-"+machineCgroup)
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return strings.TrimSpace(string(b))

@@ -139,6 +139,9 @@ type machine struct {
 	doneOnce sync.Once
 	// diskOver says that the disk quota's cut-off lasts (see watchDisk).
 	diskOver atomic.Bool
+	// joinedWork says that the machine is in its work cgroups (see
+	// joinWork).
+	joinedWork bool
 }
 
 // finish ends serve: the machine has stopped.
@@ -197,17 +200,29 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	}
 	ln.SetUnlinkOnClose(false)
 	m.ln = ln
+	// The cgroup root, reached through a descriptor once the host's tree
+	// is gone: the machine joins its work cgroups once the host placed
+	// it in its own (the start byte).
+	cgRoot := -1
+	if !m.joinedWork && len(cfg.WorkCgroups) > 0 {
+		if cgRoot, err = unix.Open(cfg.CgroupRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			rep.setupFail(fmt.Errorf("the machine's cgroups: %w", err))
+			return 125
+		}
+	}
 	// The first runner (a new process of this binary, milliseconds to
 	// start) starts now, before the root is built, and gets its
 	// configuration, and restricts itself, only once the machine is
 	// complete: it lives in this mount namespace, so pivot_root moves it
 	// into the root with this process. (Never while the root is built: a
 	// process forked during pivot_root could keep the host's root.) The
-	// host moves it, and this process, into the sandbox's cgroups (a
-	// migration waits for an RCU grace period, milliseconds) while the
-	// machine is built, and says so with the start byte; neither starts
-	// anything before, so every process of the machine runs inside them.
-	// A standby machine started one already, in its cgroups.
+	// host moves this process into the sandbox's cgroups (a migration
+	// waits for an RCU grace period, milliseconds) while the machine is
+	// built, and says so with the start byte; this process then moves
+	// the runner into the work cgroups (the host does, where there are
+	// none); neither starts anything before, so every process of the
+	// machine runs inside them. A standby machine started one already,
+	// in its cgroups.
 	first := spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}
 	release := sb.release
 	firstSpare := sb.first
@@ -246,6 +261,14 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	if b, err := ctlr.ReadByte(); err != nil || b != startByte {
 		rep.setupFail(errors.New("the host did not place the machine in its cgroups"))
 		return 125
+	}
+	if cgRoot >= 0 {
+		err := m.joinWork(cgRoot, cfg.WorkCgroups)
+		unix.Close(cgRoot)
+		if err != nil {
+			rep.setupFail(err)
+			return 125
+		}
 	}
 	// The host checked its cached list of the host's secrets meanwhile:
 	// the machine must see none of them, and they must be masked before
@@ -292,6 +315,84 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	// limit, can run.
 	reserveThreads(reservedThreads)
 	return m.serve()
+}
+
+// joinWork moves the machine into its cgroupWork cgroups (the directories
+// of the limit files work, relative to the cgroup root root), which bound
+// every process of the sandbox but the init: the threads of its process
+// starters, from which every runner is born from then on, and the runners
+// started already. Writing 0 to a cgroup v1 tasks file moves the writing
+// thread alone, without the global lock a process's move takes. Done
+// once: a claimed standby joined its own already.
+func (m *machine) joinWork(root int, work []cgroupPath) error {
+	if m.joinedWork {
+		return nil
+	}
+	m.mu.Lock()
+	var pids []string
+	for pid := range m.children {
+		pids = append(pids, strconv.Itoa(pid))
+	}
+	m.mu.Unlock()
+	var dirs []string
+	for _, f := range work {
+		if !slices.Contains(dirs, f.Dir) {
+			dirs = append(dirs, f.Dir)
+		}
+	}
+	for _, dir := range dirs {
+		if err := m.joinOne(root, dir, work, pids); err != nil {
+			return fmt.Errorf("the machine's cgroup %s: %w", dir, err)
+		}
+	}
+	m.joinedWork = true
+	return nil
+}
+
+// joinOne moves the process starters' threads, and the processes pids,
+// into the cgroup dir. Until they are in, it is empty, and a delete's
+// sweep of empty cgroups (removeEmpty) may remove it: it is made again,
+// with its limit files from work.
+func (m *machine) joinOne(root int, dir string, work []cgroupPath, pids []string) error {
+	write := func(name string, vals ...string) error {
+		fd, err := unix.Openat(root, dir+"/"+name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		for _, v := range vals {
+			if _, err := unix.Write(fd, []byte(v)); err != nil && err != unix.ESRCH {
+				return err
+			}
+		}
+		return nil
+	}
+	join := func() error {
+		for _, s := range m.nets {
+			var err error
+			s.do(func() { err = write("tasks", "0") })
+			if err != nil {
+				return err
+			}
+		}
+		return write("cgroup.procs", pids...)
+	}
+	for attempt := 0; ; attempt++ {
+		err := join()
+		if err == nil || !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
+			return err
+		}
+		if err := unix.Mkdirat(root, dir, 0o755); err != nil && err != unix.EEXIST {
+			return err
+		}
+		for _, f := range work {
+			if f.Dir == dir {
+				if err := write(f.Name, f.Val); err != nil {
+					return err
+				}
+			}
+		}
+	}
 }
 
 // readMachineGate reads the machineGate that follows a machine's
@@ -866,46 +967,35 @@ func readMachineRequest(c *net.UnixConn) (machineRequest, []*os.File, error) {
 	return req, files, nil
 }
 
-// netStarter starts processes in one network namespace: the init's own
-// (the host's) when it has no thread, else the one its locked thread
-// entered.
+// netStarter starts processes in one network namespace from a thread of
+// its own, locked to it for the init's life: a process is born in the
+// network namespace, and (cgroup v1) the cgroups, of the thread that forks
+// it, and the init moves these threads alone into the sandbox's limits
+// (see joinWork).
 type netStarter struct {
-	reqs chan startReq
+	calls chan func()
 }
 
-type startReq struct {
-	path string
-	argv []string
-	attr *os.ProcAttr
-	out  chan startRes
-}
-
-type startRes struct {
-	proc *os.Process
-	err  error
-}
-
-// newPrivateNet makes the sandbox's own network namespace, with loopback
-// up, on a thread that stays in it and starts the processes meant for it:
-// a process is born in the network namespace of the thread that forks it.
-func newPrivateNet() (*netStarter, error) {
-	s := &netStarter{reqs: make(chan startReq)}
+// newStarter starts a netStarter whose thread first runs enter (nil for
+// none), which says whether it may serve.
+func newStarter(enter func() error) (*netStarter, error) {
+	s := &netStarter{calls: make(chan func())}
 	ready := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with the init.
+		// Never unlocked: the thread ends with the init. A locked
+		// thread never makes the runtime's new threads either (the
+		// runtime's template thread does), so none is born where
+		// this one is moved.
 		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			ready <- fmt.Errorf("private network: %w", err)
-			return
-		}
-		if err := loopbackUp(); err != nil {
-			ready <- err
-			return
+		if enter != nil {
+			if err := enter(); err != nil {
+				ready <- err
+				return
+			}
 		}
 		ready <- nil
-		for r := range s.reqs {
-			p, err := os.StartProcess(r.path, r.argv, r.attr)
-			r.out <- startRes{p, err}
+		for call := range s.calls {
+			call()
 		}
 	}()
 	if err := <-ready; err != nil {
@@ -914,15 +1004,31 @@ func newPrivateNet() (*netStarter, error) {
 	return s, nil
 }
 
-// startProcess starts a process in the starter's network namespace.
-func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
-	if s.reqs == nil {
-		return os.StartProcess(path, argv, attr)
+// newPrivateNet makes the sandbox's own network namespace, with loopback
+// up, on a starter's thread that stays in it.
+func newPrivateNet() (*netStarter, error) {
+	return newStarter(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("private network: %w", err)
+		}
+		return loopbackUp()
+	})
+}
+
+// do runs f on the starter's thread and returns once it returned.
+func (s *netStarter) do(f func()) {
+	done := make(chan struct{})
+	s.calls <- func() {
+		f()
+		close(done)
 	}
-	out := make(chan startRes, 1)
-	s.reqs <- startReq{path, argv, attr, out}
-	r := <-out
-	return r.proc, r.err
+	<-done
+}
+
+// startProcess starts a process from the starter's thread.
+func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr) (proc *os.Process, err error) {
+	s.do(func() { proc, err = os.StartProcess(path, argv, attr) })
+	return proc, err
 }
 
 // runRunner is a runner's life: it reads its configuration from the init,

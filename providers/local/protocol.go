@@ -129,6 +129,14 @@ type initConfig struct {
 	HostPID   int
 	HostStart uint64
 
+	// Machine and standby modes: the limit files of the machine's
+	// cgroupWork cgroups, their directories relative to the cgroup root
+	// CgroupRoot, which the init moves its process starters into once it
+	// is in its own cgroups, making them again if they went meanwhile
+	// (see machine.joinWork). A claimed standby joined its own already.
+	CgroupRoot  string
+	WorkCgroups []cgroupPath
+
 	// Standby mode: the cgroups the init makes and moves itself into
 	// (IdleNS is how long it waits to be claimed), and whether it yields
 	// the CPUs until a claim.

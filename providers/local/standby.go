@@ -79,7 +79,12 @@ func newMachine() (*standby, error) {
 	sb := &standby{reaped: make(chan os.Signal, 64), net: make(chan netResult, 1), release: make(chan struct{})}
 	signal.Notify(sb.reaped, unix.SIGCHLD)
 	sb.m = &machine{uid: os.Getuid(), last: time.Now(), pool: map[spareKey][]*spare{}, children: map[int]*child{},
-		bg: map[int]*bgCommand{}, done: make(chan struct{}), nets: map[bool]*netStarter{true: {}}}
+		bg: map[int]*bgCommand{}, done: make(chan struct{})}
+	host, err := newStarter(nil)
+	if err != nil {
+		return nil, err
+	}
+	sb.m.nets = map[bool]*netStarter{true: host}
 	// The binary, for the runners: named through /proc/self/fd once
 	// the host's tree is gone.
 	exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -136,7 +141,7 @@ func runStandby(cfg *initConfig) int {
 	// grace period: not while its starter, usually still at work, makes
 	// or removes cgroups.
 	time.Sleep(time.Duration(cfg.SettleNS))
-	if err := enterCgroups(cfg.Cgroups); err != nil {
+	if err := enterCgroups(cfg.Cgroups, cfg.CgroupRoot, cfg.WorkCgroups); err != nil {
 		return fail(err)
 	}
 	sb, err := newMachine()
@@ -145,6 +150,17 @@ func runStandby(cfg *initConfig) int {
 	}
 	if err := sb.awaitNet(); err != nil {
 		return fail(err)
+	}
+	if len(cfg.WorkCgroups) > 0 {
+		root, err := unix.Open(cfg.CgroupRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(err)
+		}
+		err = sb.m.joinWork(root, cfg.WorkCgroups)
+		unix.Close(root)
+		if err != nil {
+			return fail(err)
+		}
 	}
 	sb.key = spareKey{}
 	sb.first = sb.m.startSpareHeld(sb.key, sb.release)
@@ -171,12 +187,13 @@ type cgroupPath struct {
 }
 
 // enterCgroups makes the cgroups of files, writes the files, and moves
-// this process into them; made again when they vanish before it is in
+// this process into them (into the parents of its work cgroups, rels of
+// root, which joinWork joins); made again when they vanish before it is in
 // (removeEmpty, in a delete, removes any empty one).
-func enterCgroups(files []cgroupPath) error {
+func enterCgroups(files []cgroupPath, root string, work []cgroupPath) error {
 	var err error
 	for range 3 {
-		if err = tryCgroups(files); err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) {
+		if err = tryCgroups(files, root, work); err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) {
 			return err
 		}
 	}
@@ -184,19 +201,23 @@ func enterCgroups(files []cgroupPath) error {
 }
 
 // tryCgroups is one attempt of enterCgroups.
-func tryCgroups(files []cgroupPath) error {
+func tryCgroups(files []cgroupPath, root string, work []cgroupPath) error {
 	var dirs []string
 	for _, f := range files {
-		if !slices.Contains(dirs, f.Dir) {
-			// With its parent: the controllers only a standby
-			// sets (cpu) may have none of the provider's cgroups yet.
-			if err := os.MkdirAll(f.Dir, 0o755); err != nil {
-				return fmt.Errorf("make cgroup %s: %w", f.Dir, err)
-			}
-			dirs = append(dirs, f.Dir)
+		// With its parents: the controllers only a standby sets
+		// (cpu) may have none of the provider's cgroups yet.
+		if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+			return fmt.Errorf("make cgroup %s: %w", f.Dir, err)
 		}
 		if err := os.WriteFile(filepath.Join(f.Dir, f.Name), []byte(f.Val), 0o644); err != nil {
 			return fmt.Errorf("cgroup %s: %w", f.Name, err)
+		}
+		d := f.Dir
+		if slices.ContainsFunc(work, func(w cgroupPath) bool { return filepath.Join(root, w.Dir) == d }) {
+			d = filepath.Dir(d)
+		}
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
 		}
 	}
 	for _, d := range dirs {
@@ -368,12 +389,16 @@ func reniceAll(pid, nice int) {
 
 // reniceStandby sets the nice value of every thread of the standby init
 // pid and of its runner: those its cgroup lists (a cgroup v1 "tasks" file
-// lists threads), else those /proc lists for the init and its children.
+// lists threads; those of its cgroupWork child too), else those /proc
+// lists for the init and its children.
 func (p *Provider) reniceStandby(pid, nice int) {
 	if p.cg.kind == cgroupV1 {
 		for _, d := range p.cg.dirsOf(standbyCgroup(pid)) {
 			set := reniceListed(func() ([]int, error) {
 				b, err := os.ReadFile(filepath.Join(d, "tasks"))
+				if w, err := os.ReadFile(filepath.Join(d, cgroupWork, "tasks")); err == nil {
+					b = append(b, w...)
+				}
 				var tids []int
 				for _, f := range strings.Fields(string(b)) {
 					if tid, err := strconv.Atoi(f); err == nil {
@@ -599,8 +624,9 @@ func (p *Provider) spawnStandby() error {
 		return kill(err)
 	}
 	var cgroups []cgroupPath
-	for _, f := range p.standbyFiles() {
-		cgroups = append(cgroups, cgroupPath{Dir: p.cg.dirOf(f.ctl, standbyCgroup(pid)), Name: f.name, Val: f.val})
+	files := p.standbyFiles()
+	for _, f := range files {
+		cgroups = append(cgroups, cgroupPath{Dir: p.cg.fileDir(f, standbyCgroup(pid)), Name: f.name, Val: f.val})
 	}
 	if err := writeIDMaps(pid, p.uids, p.gids); err != nil {
 		return kill(err)
@@ -609,6 +635,7 @@ func (p *Provider) spawnStandby() error {
 	err = os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, wait))
 	if err == nil {
 		err = writeConfig(ctlW, &initConfig{Mode: modeStandby, Cgroups: cgroups, IdleNS: int64(standbyIdle),
+			CgroupRoot: p.cg.root, WorkCgroups: p.cg.workFiles(files, standbyCgroup(pid)),
 			Nice: p.uid == 0, SettleNS: int64(standbySettle), Socket: wait})
 	}
 	if err != nil {
@@ -624,9 +651,9 @@ func (p *Provider) spawnStandby() error {
 func (p *Provider) standbyFiles() []cgroupFile {
 	res := p.effectiveResources(providers.Resources{})
 	res.Pids += machinePidsAllowance
-	files := p.cg.limitFiles(res)
+	files := p.cg.machineFiles(res)
 	if p.cg.kind == cgroupV1 && p.cg.controllers["cpu"] {
-		files = append(files, cgroupFile{"cpu", "cpu.cfs_quota_us", "-1"})
+		files = append(files, cgroupFile{ctl: "cpu", name: "cpu.cfs_quota_us", val: "-1"})
 	}
 	return files
 }
@@ -679,7 +706,7 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 	}
 	// Its cgroups become the sandbox's while it wakes up to answer (it
 	// is in them: its socket is named ready only then).
-	dirs, err := p.cg.rename(standbyCgroup(pid), id+"-"+machineCgroup, p.cg.limitFiles(res))
+	dirs, err := p.cg.rename(standbyCgroup(pid), id+"-"+machineCgroup, p.cg.machineFiles(res))
 	abandon := func() *initProc {
 		_ = killRecorded(rec)
 		removeDirs(append(dirs, p.cg.dirsOf(standbyCgroup(pid))...))

@@ -134,7 +134,7 @@ func TestStandbyMachine(t *testing.T) {
 			}
 		}
 		if p.cg.controllers["pids"] {
-			d := p.cg.dirOf("pids", want)
+			d := p.cg.limitDir("pids", want)
 			if got := readCg(t, filepath.Join(d, "pids.max")); got != strconv.Itoa(res.Pids+machinePidsAllowance)+"\n" {
 				t.Errorf("%s/pids.max = %q, want %d", d, got, res.Pids+machinePidsAllowance)
 			}

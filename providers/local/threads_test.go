@@ -49,10 +49,10 @@ func TestReserveThreads(t *testing.T) {
 }
 
 // TestInitThreadsBounded: a machine's init serves many operations at once,
-// and a storm of orphans to reap, on the threads it has, without making
-// more. A thread it had to make while a fork bomb filled the sandbox's pids
-// limit would fail, and the Go runtime would end the init (and with it the
-// machine) for it.
+// and a storm of orphans to reap, without a thread blocked for each. (Where
+// the init lives in the sandbox's pids limit, cgroup v2, a thread it had to
+// make while a fork bomb filled the limit would fail, and the Go runtime
+// would end the init, and with it the machine, for it.)
 func TestInitThreadsBounded(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
@@ -65,7 +65,7 @@ func TestInitThreadsBounded(t *testing.T) {
 		t.Errorf("the init's environment: %q (%v); want GOMAXPROCS=2 alone", env, err)
 	}
 	before := threadsOf(t, pid)
-	const ops = 16
+	const ops = 32
 	var wg sync.WaitGroup
 	for i := range ops {
 		wg.Go(func() {
@@ -77,9 +77,10 @@ func TestInitThreadsBounded(t *testing.T) {
 	during := threadsOf(t, pid)
 	t.Logf("init threads: %d before, %d during", before, during)
 	wg.Wait()
-	// The runtime may start a thread for a P that sat idle; one per
-	// operation is a thread blocked for each.
-	if during > before+2 {
+	// One per operation is a thread blocked for each. The runtime
+	// starts a thread when one sat in a system call for long, which on
+	// a loaded host any may: CI saw 7 more while 16 operations ran.
+	if during >= before+ops/2 {
 		t.Errorf("the init went from %d threads to %d while it served %d operations; want it to serve them on the threads it has", before, during, ops)
 	}
 }

@@ -147,6 +147,18 @@ func (r *wireReader) count() int {
 	return int(n)
 }
 
+func (r *wireReader) cgroupPaths() []cgroupPath {
+	n := r.count()
+	if n == 0 {
+		return nil
+	}
+	list := make([]cgroupPath, n)
+	for i := range list {
+		list[i] = cgroupPath{Dir: r.str(), Name: r.str(), Val: r.str()}
+	}
+	return list
+}
+
 // goInt reads an int: what the platform's int holds (a pid, a depth, a
 // count), as encoding/json decoded it.
 func (r *wireReader) goInt() int {
@@ -268,16 +280,22 @@ func encodeConfig(cfg *initConfig) []byte {
 	w.str(cfg.Identity)
 	w.int(int64(cfg.HostPID))
 	w.uint(cfg.HostStart)
-	w.uint(uint64(len(cfg.Cgroups)))
-	for _, c := range cfg.Cgroups {
-		w.str(c.Dir)
-		w.str(c.Name)
-		w.str(c.Val)
-	}
+	w.cgroupPaths(cfg.Cgroups)
+	w.str(cfg.CgroupRoot)
+	w.cgroupPaths(cfg.WorkCgroups)
 	w.bool(cfg.Nice)
 	w.int(cfg.SettleNS)
 	w.str(cfg.Socket)
 	return w.b
+}
+
+func (w *wireWriter) cgroupPaths(list []cgroupPath) {
+	w.uint(uint64(len(list)))
+	for _, c := range list {
+		w.str(c.Dir)
+		w.str(c.Name)
+		w.str(c.Val)
+	}
 }
 
 func (w *wireWriter) layer(l mountLayer) {
@@ -360,12 +378,9 @@ func decodeConfig(b []byte) (initConfig, error) {
 	cfg.Identity = r.str()
 	cfg.HostPID = r.goInt()
 	cfg.HostStart = r.uint()
-	if n := r.count(); n > 0 {
-		cfg.Cgroups = make([]cgroupPath, n)
-		for i := range cfg.Cgroups {
-			cfg.Cgroups[i] = cgroupPath{Dir: r.str(), Name: r.str(), Val: r.str()}
-		}
-	}
+	cfg.Cgroups = r.cgroupPaths()
+	cfg.CgroupRoot = r.str()
+	cfg.WorkCgroups = r.cgroupPaths()
 	cfg.Nice = r.bool()
 	cfg.SettleNS = r.int()
 	cfg.Socket = r.str()
