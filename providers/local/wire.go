@@ -147,16 +147,21 @@ func (r *wireReader) count() int {
 	return int(n)
 }
 
-func (r *wireReader) cgroupPaths() []cgroupPath {
+// readList reads a count and that many items with one (nil for none).
+func readList[T any](r *wireReader, one func() T) []T {
 	n := r.count()
 	if n == 0 {
 		return nil
 	}
-	list := make([]cgroupPath, n)
+	list := make([]T, n)
 	for i := range list {
-		list[i] = cgroupPath{Dir: r.str(), Name: r.str(), Val: r.str()}
+		list[i] = one()
 	}
 	return list
+}
+
+func (r *wireReader) cgroupPaths() []cgroupPath {
+	return readList(r, func() cgroupPath { return cgroupPath{Dir: r.str(), Name: r.str(), Val: r.str()} })
 }
 
 // goInt reads an int: what the platform's int holds (a pid, a depth, a
@@ -194,15 +199,7 @@ func (r *wireReader) str() string {
 }
 
 func (r *wireReader) strs() []string {
-	n := r.count()
-	if n == 0 {
-		return nil
-	}
-	ss := make([]string, n)
-	for i := range ss {
-		ss[i] = r.str()
-	}
-	return ss
+	return readList(r, r.str)
 }
 
 // end says whether the whole body was read without error.
@@ -319,20 +316,12 @@ func decodeConfig(b []byte) (initConfig, error) {
 	cfg.Root = r.str()
 	cfg.Skel = r.str()
 	cfg.RootLayer = r.layer()
-	if n := r.count(); n > 0 {
-		cfg.Layers = make([]mountLayer, n)
-		for i := range cfg.Layers {
-			cfg.Layers[i] = r.layer()
-		}
-	}
+	cfg.Layers = readList(r, r.layer)
 	cfg.Trash = r.str()
 	cfg.Spread = r.bool()
-	if n := r.count(); n > 0 {
-		cfg.Links = make([]link, n)
-		for i := range cfg.Links {
-			cfg.Links[i] = link{Name: r.str(), Target: r.str()}
-		}
-	}
+	cfg.Links = readList(r, func() link {
+		return link{Name: r.str(), Target: r.str()}
+	})
 	cfg.Workspace = r.str()
 	cfg.HomeSrc = r.str()
 	cfg.Home = r.str()
@@ -518,18 +507,10 @@ func decodeStatus(b []byte) (statusMsg, error) {
 		fi := r.fileInfo()
 		m.Info = &fi
 	}
-	if n := r.count(); n > 0 {
-		m.Infos = make([]providers.FileInfo, n)
-		for i := range m.Infos {
-			m.Infos[i] = r.fileInfo()
-		}
-	}
-	if n := r.count(); n > 0 {
-		m.Matches = make([]providers.GrepMatch, n)
-		for i := range m.Matches {
-			m.Matches[i] = providers.GrepMatch{Path: r.str(), Line: r.goInt(), Text: r.str()}
-		}
-	}
+	m.Infos = readList(r, r.fileInfo)
+	m.Matches = readList(r, func() providers.GrepMatch {
+		return providers.GrepMatch{Path: r.str(), Line: r.goInt(), Text: r.str()}
+	})
 	if err := r.end(); err != nil {
 		return statusMsg{}, fmt.Errorf("decode status: %w", err)
 	}
@@ -601,13 +582,10 @@ func encodeReply(h *machineReply) []byte {
 func decodeReply(b []byte) (machineReply, error) {
 	r := &wireReader{b: b}
 	h := machineReply{Started: r.bool(), Exit: r.str(), Err: r.str(), Setup: r.bool(), Kind: r.str()}
-	if n := r.count(); n > 0 {
-		h.Procs = make([]providers.Process, n)
-		for i := range h.Procs {
-			h.Procs[i] = providers.Process{PID: r.goInt(), PPID: r.goInt(), Name: r.str(), Argv: r.strs(), UID: r.goInt(),
-				State: r.str(), Started: r.time(), Background: r.bool(), ExitCode: r.optInt()}
-		}
-	}
+	h.Procs = readList(r, func() providers.Process {
+		return providers.Process{PID: r.goInt(), PPID: r.goInt(), Name: r.str(), Argv: r.strs(), UID: r.goInt(),
+			State: r.str(), Started: r.time(), Background: r.bool(), ExitCode: r.optInt()}
+	})
 	h.Done = r.bool()
 	h.Code = r.optInt()
 	if err := r.end(); err != nil {
