@@ -1205,6 +1205,12 @@ func TestMemoryFullSaysSo(t *testing.T) {
 	if !errors.Is(err, providers.ErrUnavailable) || !strings.Contains(err.Error(), "memory limit was reached") {
 		t.Errorf("filling the memory limit: %v; want an error saying that the memory limit was reached", err)
 	}
+	// With the memory still full, an operation that fails says why.
+	if r := run(t, p, id, "true"); r.err != nil && (!strings.Contains(r.err.Error(), "memory limit") || strings.Contains(r.err.Error(), "process limit")) {
+		t.Errorf("an operation while the memory is full: %v; want an error that names the memory limit", r.err)
+	} else {
+		t.Logf("an operation while the memory is full: %v", r.err)
+	}
 	// The init is outside the limit (on cgroup v1, see cgroupWork):
 	// with the memory still full, it lists and ends what filled it, and
 	// the machine goes on with its files and processes.

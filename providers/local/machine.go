@@ -834,7 +834,7 @@ func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig,
 				op = "exec in " + id
 			}
 			if r.Kind == kindUnavailable {
-				m.Err += "; " + p.processRoom(id)
+				m.Err += "; " + p.roomFor(id, pr)
 			}
 			return fail(false, errorOf(op, m))
 		}
@@ -877,6 +877,17 @@ func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig,
 		close(pr.exited)
 	}()
 	return pr, false, nil
+}
+
+// roomFor says why the machine of sandbox id could start no process for
+// the operation pr: its memory limit, where the OOM killer ended a process
+// since the operation began (the runner being prepared, most likely),
+// else its process limit.
+func (p *Provider) roomFor(id string, pr *proc) string {
+	if pr.oomKilled != nil && pr.oomKilled() {
+		return "the sandbox's memory limit is reached, and the kernel's OOM killer ended the process being started (--memory): end some of its processes (sandbox ps, sandbox kill) or stop it (sandbox stop)"
+	}
+	return p.processRoom(id)
 }
 
 // processRoom says how full the process limit of sandbox id is, for an
