@@ -7,7 +7,9 @@
 // its workspace, its home directory and its writable layers. A running
 // sandbox is a machine (machine.go): one long-lived init, this binary
 // re-executed (see MaybeRunInit) in new user, mount, PID, IPC, UTS and
-// cgroup namespaces, in the sandbox's cgroups. The init
+// cgroup namespaces, in the sandbox's cgroups (on cgroup v1 above the work
+// cgroups that hold the pids and memory limits and every other process of
+// the sandbox, see cgroupWork). The init
 //
 //   - builds the sandbox's root: an overlay whose upper layer is the
 //     sandbox's own (so every path is writable and persists), the host's

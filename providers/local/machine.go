@@ -474,7 +474,8 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 		return fail(fmt.Errorf("local: sandbox %s: send the machine configuration: %w", id, err))
 	}
 	// The init starts its first runner, and builds the machine
-	// meanwhile; the runner goes into the cgroups with it, before either
+	// meanwhile; the runner goes into the cgroups with it (on cgroup v1
+	// the init moves it into their work children itself), before either
 	// starts anything (see runMachine).
 	status := bufio.NewReader(statR)
 	// reported reads the init's next status message, which must say what
@@ -522,8 +523,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 type initProc struct {
 	pid   int
 	start uint64 // as /proc/PID/stat has it
-	// joined returns once the init and the runner it started are in the
-	// sandbox's cgroups.
+	// joined returns once the init is in the sandbox's cgroups, with
+	// the runner it started where the machine has no work cgroups (see
+	// cgroupWork; where it has, the init moves the runner itself).
 	joined func() error
 	// kill ends the init and waits for its end; its cgroups go.
 	kill func()
