@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 
 	"github.com/agentbox/sandbox/providers"
 )
@@ -1031,6 +1032,20 @@ func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr)
 	return proc, err
 }
 
+// ownCgroupNamespace gives the calling runner a cgroup namespace rooted
+// at the cgroups it is in (the sandbox's; its work cgroups on cgroup v1),
+// so that what it runs sees "/" there and not the host's tree, with the
+// names of the host's sandboxes. A namespace belongs to a thread: every
+// thread unshares (each gets one rooted alike; a thread made later
+// inherits its maker's). Before the hardening, which drops the capability
+// it takes; once the runner is where it stays.
+func ownCgroupNamespace() error {
+	if _, _, e := psx.Syscall3(unix.SYS_UNSHARE, unix.CLONE_NEWCGROUP, 0, 0); e != 0 {
+		return fmt.Errorf("cgroup namespace: %w", e)
+	}
+	return nil
+}
+
 // runRunner is a runner's life: it reads its configuration from the init,
 // hardens itself (a Landlock domain of its own, with no_new_privs; no
 // capabilities; limits; seccomp), becomes its user and reports ready; then
@@ -1064,6 +1079,10 @@ func runRunner() int {
 	}
 	cfg, err := decodeConfig(body)
 	if err != nil {
+		rep.setupFail(err)
+		return 125
+	}
+	if err := ownCgroupNamespace(); err != nil {
 		rep.setupFail(err)
 		return 125
 	}
