@@ -336,6 +336,32 @@ func (pr *cgroupPrep) join(pid int) (*cgroupSet, error) {
 	}
 }
 
+// placeChild moves pid, a process the machine's init started before the
+// init was in its cgroups set (made by pr), into them: into their
+// cgroupWork children where they have them, which, empty until then, a
+// sweep of empty cgroups (removeEmpty) may have removed meanwhile: they
+// are made again.
+func (pr *cgroupPrep) placeChild(set *cgroupSet, pid int) error {
+	dirs := set.dirs
+	if len(set.work) > 0 {
+		dirs = set.work
+	}
+	for attempt := 0; ; attempt++ {
+		var err error
+		for _, d := range dirs {
+			if err = os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+				break
+			}
+		}
+		if err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
+			return err
+		}
+		if _, err := pr.c.make(pr.name, pr.files); err != nil {
+			return err
+		}
+	}
+}
+
 // limitFiles are the limit files, with their values, of a command with
 // the resources res.
 func (c cgroups) limitFiles(res providers.Resources) []cgroupFile {

@@ -474,9 +474,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 		return fail(fmt.Errorf("local: sandbox %s: send the machine configuration: %w", id, err))
 	}
 	// The init starts its first runner, and builds the machine
-	// meanwhile; the runner goes into the cgroups with it (on cgroup v1
-	// the init moves it into their work children itself), before either
-	// starts anything (see runMachine).
+	// meanwhile; the runner goes into the cgroups with it (into their
+	// work children, see cgroupWork), before either starts anything (see
+	// runMachine).
 	status := bufio.NewReader(statR)
 	// reported reads the init's next status message, which must say what
 	// ok wants; anything else ends the start.
@@ -523,9 +523,9 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 type initProc struct {
 	pid   int
 	start uint64 // as /proc/PID/stat has it
-	// joined returns once the init is in the sandbox's cgroups, with
-	// the runner it started where the machine has no work cgroups (see
-	// cgroupWork; where it has, the init moves the runner itself).
+	// joined returns once the init and the runner it started are in the
+	// sandbox's cgroups (the runner in their work children, see
+	// cgroupWork).
 	joined func() error
 	// kill ends the init and waits for its end; its cgroups go.
 	kill func()
@@ -573,11 +573,9 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 		if joinErr != nil {
 			return joinErr
 		}
-		// Where the machine has cgroupWork children, the init
-		// moves its first runner into them itself.
-		if joinedSet != nil && len(joinedSet.work) == 0 {
+		if joinedSet != nil {
 			for _, child := range childrenOf(pid) {
-				if err := joinedSet.add(child); err != nil && !errors.Is(err, unix.ESRCH) {
+				if err := cg.placeChild(joinedSet, child); err != nil && !errors.Is(err, unix.ESRCH) {
 					return err
 				}
 			}

@@ -217,13 +217,12 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	// complete: it lives in this mount namespace, so pivot_root moves it
 	// into the root with this process. (Never while the root is built: a
 	// process forked during pivot_root could keep the host's root.) The
-	// host moves this process into the sandbox's cgroups (a migration
-	// waits for an RCU grace period, milliseconds) while the machine is
-	// built, and says so with the start byte; this process then moves
-	// the runner into the work cgroups (the host does, where there are
-	// none); neither starts anything before, so every process of the
-	// machine runs inside them. A standby machine started one already,
-	// in its cgroups.
+	// host moves it, and this process, into the sandbox's cgroups (a
+	// migration waits for an RCU grace period, milliseconds; the runner
+	// into their work children, see cgroupWork) while the machine is
+	// built, and says so with the start byte; neither starts anything
+	// before, so every process of the machine runs inside them. A
+	// standby machine started one already, in its cgroups.
 	first := spareKey{shared: cfg.SharedNet, user: cfg.DefaultUser}
 	release := sb.release
 	firstSpare := sb.first
@@ -318,23 +317,17 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	return m.serve()
 }
 
-// joinWork moves the machine into its cgroupWork cgroups (the directories
-// of the limit files work, relative to the cgroup root root), which bound
-// every process of the sandbox but the init: the threads of its process
-// starters, from which every runner is born from then on, and the runners
-// started already. Writing 0 to a cgroup v1 tasks file moves the writing
-// thread alone, without the global lock a process's move takes. Done
-// once: a claimed standby joined its own already.
+// joinWork moves the threads of the machine's process starters into its
+// cgroupWork cgroups (the directories of the limit files work, relative to
+// the cgroup root root), which bound every process of the sandbox but the
+// init: every runner is born in them from then on (the host placed the
+// first one already). Writing 0 to a cgroup v1 tasks file moves the writing
+// thread alone, without the global lock a process's move takes. Done once:
+// a claimed standby joined its own already.
 func (m *machine) joinWork(root int, work []cgroupPath) error {
 	if m.joinedWork {
 		return nil
 	}
-	m.mu.Lock()
-	var pids []string
-	for pid := range m.children {
-		pids = append(pids, strconv.Itoa(pid))
-	}
-	m.mu.Unlock()
 	var dirs []string
 	for _, f := range work {
 		if !slices.Contains(dirs, f.Dir) {
@@ -342,7 +335,7 @@ func (m *machine) joinWork(root int, work []cgroupPath) error {
 		}
 	}
 	for _, dir := range dirs {
-		if err := m.joinOne(root, dir, work, pids); err != nil {
+		if err := m.joinOne(root, dir, work); err != nil {
 			return fmt.Errorf("the machine's cgroup %s: %w", dir, err)
 		}
 	}
@@ -350,23 +343,19 @@ func (m *machine) joinWork(root int, work []cgroupPath) error {
 	return nil
 }
 
-// joinOne moves the process starters' threads, and the processes pids,
-// into the cgroup dir. Until they are in, it is empty, and a delete's
-// sweep of empty cgroups (removeEmpty) may remove it: it is made again,
-// with its limit files from work.
-func (m *machine) joinOne(root int, dir string, work []cgroupPath, pids []string) error {
-	write := func(name string, vals ...string) error {
+// joinOne moves the process starters' threads into the cgroup dir. Until
+// they are in, it may be empty, and a delete's sweep of empty cgroups
+// (removeEmpty) may remove it: it is made again, with its limit files from
+// work.
+func (m *machine) joinOne(root int, dir string, work []cgroupPath) error {
+	write := func(name, val string) error {
 		fd, err := unix.Openat(root, dir+"/"+name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(fd)
-		for _, v := range vals {
-			if _, err := unix.Write(fd, []byte(v)); err != nil && err != unix.ESRCH {
-				return err
-			}
-		}
-		return nil
+		_, err = unix.Write(fd, []byte(val))
+		return err
 	}
 	join := func() error {
 		for _, s := range m.nets {
@@ -376,7 +365,7 @@ func (m *machine) joinOne(root int, dir string, work []cgroupPath, pids []string
 				return err
 			}
 		}
-		return write("cgroup.procs", pids...)
+		return nil
 	}
 	for attempt := 0; ; attempt++ {
 		err := join()
