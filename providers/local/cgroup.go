@@ -47,10 +47,11 @@ const cgroupCLILeaf = "sandbox-cli"
 // fills the pids limit cannot keep the init's Go runtime from making a
 // thread it needs (it aborts when it cannot), and a command that fills the
 // memory limit cannot have the OOM killer end the init (and with it every
-// process and /tmp). The init's two process starters are the threads it
-// moves into these cgroups (cgroup v1 places threads), so each runner is
-// born in them; cgroup v2, which places only whole processes, keeps the
-// init and its limits in one cgroup.
+// process and /tmp). The host places the init's first runner in them; the
+// init's two process starters are the threads it moves into them (cgroup
+// v1 places threads), so every later runner is born in them. cgroup v2,
+// which places only whole processes, keeps the init and its limits in one
+// cgroup.
 const cgroupWork = "work"
 
 // cgroupControllers are the controllers the provider uses.
@@ -269,8 +270,8 @@ func (c cgroups) check(res providers.Resources) error {
 // cgroupSet is the cgroups of one running command or machine.
 type cgroupSet struct {
 	dirs []string
-	// work are the machine's cgroupWork children, which its init
-	// places its runners in.
+	// work are the machine's cgroupWork children, which hold every
+	// process of the machine but its init.
 	work []string
 }
 
@@ -329,7 +330,7 @@ func (pr *cgroupPrep) join(pid int) (*cgroupSet, error) {
 				return set, nil
 			}
 		}
-		if !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
+		if !cgroupGone(err) || attempt == 2 {
 			return nil, err
 		}
 		set, err = pr.c.make(pr.name, pr.files)
@@ -347,13 +348,8 @@ func (pr *cgroupPrep) placeChild(set *cgroupSet, pid int) error {
 		dirs = set.work
 	}
 	for attempt := 0; ; attempt++ {
-		var err error
-		for _, d := range dirs {
-			if err = os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-				break
-			}
-		}
-		if err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
+		err := writeProcs(dirs, pid)
+		if err == nil || !cgroupGone(err) || attempt == 2 {
 			return err
 		}
 		if _, err := pr.c.make(pr.name, pr.files); err != nil {
@@ -406,12 +402,16 @@ func (c cgroups) limitFiles(res providers.Resources) []cgroupFile {
 // machine's cgroupWork child on cgroup v1.
 func (c cgroups) machineFiles(res providers.Resources) []cgroupFile {
 	files := c.limitFiles(res)
-	if c.kind == cgroupV1 {
-		for i, f := range files {
-			files[i].work = f.ctl == "pids" || f.ctl == "memory"
-		}
+	for i, f := range files {
+		files[i].work = c.workCtl(f.ctl)
 	}
 	return files
+}
+
+// workCtl says whether a machine's limit of controller ctl sits in its
+// cgroupWork child: pids and memory, on cgroup v1.
+func (c cgroups) workCtl(ctl string) bool {
+	return c.kind == cgroupV1 && (ctl == "pids" || ctl == "memory")
 }
 
 // fileDir is the directory of the file f of cgroup name.
@@ -426,7 +426,7 @@ func (c cgroups) fileDir(f cgroupFile, name string) string {
 // limitDir is the directory of controller ctl that holds the limit of a
 // sandbox's machine cgroup name: its cgroupWork child where it has one.
 func (c cgroups) limitDir(ctl, name string) string {
-	return c.fileDir(cgroupFile{ctl: ctl, work: c.kind == cgroupV1 && (ctl == "pids" || ctl == "memory")}, name)
+	return c.fileDir(cgroupFile{ctl: ctl, work: c.workCtl(ctl)}, name)
 }
 
 // workFiles are the files among files of cgroup name that go in its
@@ -548,13 +548,29 @@ func (c cgroups) make(name string, files []cgroupFile) (*cgroupSet, error) {
 
 // add moves pid into the cgroups.
 func (s *cgroupSet) add(pid int) error {
-	for _, d := range s.dirs {
+	if err := writeProcs(s.dirs, pid); err != nil {
+		s.remove()
+		return err
+	}
+	return nil
+}
+
+// writeProcs moves pid into the cgroups dirs.
+func writeProcs(dirs []string, pid int) error {
+	for _, d := range dirs {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			s.remove()
 			return fmt.Errorf("enter cgroup %s: %w", d, err)
 		}
 	}
 	return nil
+}
+
+// cgroupGone says that err came of a cgroup that went before it was used
+// (ENOENT, or ENODEV for one removed while open): a sweep of empty
+// cgroups (removeEmpty, in any delete) removed it between its making and
+// its first process; it is made again.
+func cgroupGone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)
 }
 
 // remove deletes the cgroups. It is only used when entering them failed:

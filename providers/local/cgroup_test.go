@@ -57,6 +57,41 @@ func cgroupLine(procCgroup, ctl string) string {
 	return ""
 }
 
+// rootedCgroups says whether every hierarchy of a /proc/PID/cgroup file
+// shows its process at the root of its cgroup namespace.
+func rootedCgroups(procCgroup string) bool {
+	for line := range strings.Lines(procCgroup) {
+		if f := strings.SplitN(strings.TrimSpace(line), ":", 3); len(f) != 3 || f[2] != "/" {
+			return false
+		}
+	}
+	return procCgroup != ""
+}
+
+// TestOwnCgroupNamespace: what runs in a sandbox, its commands and its
+// file operations, as root or not, sees its cgroups as the root of its
+// own cgroup namespace, and nothing of the host's cgroup tree (which
+// names the sandbox).
+func TestOwnCgroupNamespace(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	for range 2 {
+		if got := mustRun(t, p, id, "cat /proc/self/cgroup"); !rootedCgroups(got) || strings.Contains(got, id) {
+			t.Errorf("/proc/self/cgroup of a command:\n%s\nwant the root of its cgroup namespace, and no host cgroup named", got)
+		}
+	}
+	rc, err := p.ReadFile(context.Background(), id, "/proc/self/cgroup")
+	if err != nil {
+		t.Fatalf("file operation: %v", err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if !rootedCgroups(string(b)) {
+		t.Errorf("/proc/self/cgroup read by a file operation:\n%s\nwant the root of its cgroup namespace", b)
+	}
+}
+
 func TestCgroups(t *testing.T) {
 	t.Parallel()
 	res := providers.Resources{MemoryMB: 128, CPUs: 1.5, Pids: 64}
@@ -200,8 +235,7 @@ func TestLimitsFor(t *testing.T) {
 // TestCgroupsReal checks, where this process may manage cgroups (root in
 // CI), that every process of a sandbox (its init, its commands, its file
 // operations) runs in the sandbox's one cgroup with the limits asked for,
-// that what runs in it sees none of the host's cgroup tree, and that
-// deleting the sandbox removes its cgroups.
+// and that deleting the sandbox removes its cgroups.
 func TestCgroupsReal(t *testing.T) {
 	p := newTestProvider(t)
 	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
@@ -267,35 +301,10 @@ func TestCgroupsReal(t *testing.T) {
 			t.Errorf("the init's own pids cgroup has the limit %q; want none", got)
 		}
 	}
-	// What runs in the sandbox sees its cgroups as the root of its own
-	// cgroup namespace (its runner's, which are the machine's as above),
-	// and nothing of the host's tree; on v1 the init is one level above.
-	rooted := func(procCgroup string) bool {
-		for line := range strings.Lines(procCgroup) {
-			if f := strings.SplitN(strings.TrimSpace(line), ":", 3); len(f) != 3 || f[2] != "/" {
-				return false
-			}
-		}
-		return procCgroup != ""
-	}
-	for range 2 {
-		got := mustRun(t, p, info.ID, "cat /proc/self/cgroup; echo; cat /proc/1/cgroup")
-		self, init, _ := strings.Cut(got, "\n\n")
-		if !rooted(self) || strings.Contains(got, info.ID) {
-			t.Errorf("/proc/self/cgroup and /proc/1/cgroup:\n%s\nwant the command at the root of its cgroup namespace, and no host cgroup named", got)
-		}
-		if v1 && cgroupLine(init, "pids") != "/.." {
-			t.Errorf("/proc/1/cgroup:\n%s\nwant the init above the command's work cgroup", init)
-		}
-	}
-	if rc, err := p.ReadFile(context.Background(), info.ID, "/proc/self/cgroup"); err != nil {
-		t.Errorf("file operation: %v", err)
-	} else {
-		b, _ := io.ReadAll(rc)
-		rc.Close()
-		if !rooted(string(b)) {
-			t.Errorf("/proc/self/cgroup read by a file operation:\n%s\nwant the root of its cgroup namespace", b)
-		}
+	// The init is above the commands' work cgroups (their own cgroup
+	// namespace is rooted at them, see TestOwnCgroupNamespace).
+	if init := mustRun(t, p, info.ID, "cat /proc/1/cgroup"); v1 && cgroupLine(init, "pids") != "/.." {
+		t.Errorf("/proc/1/cgroup:\n%s\nwant the init above the command's work cgroup", init)
 	}
 	var pattern string
 	if p.cg.kind == cgroupV1 {
@@ -407,6 +416,28 @@ func TestDefaultMemoryLimit(t *testing.T) {
 		}
 		if got, want := strings.TrimSpace(string(b)), strconv.Itoa(tt.want.MemoryMB<<20); got != want {
 			t.Errorf("%s: %s = %s, want %s", tt.name, file, got, want)
+		}
+	}
+}
+
+// TestRoomFor: an operation the machine could start no process for is
+// told the limit that stopped it: memory where the OOM killer ended a
+// process since the operation began, else processes.
+func TestRoomFor(t *testing.T) {
+	t.Parallel()
+	p := &Provider{}
+	for _, tc := range []struct {
+		name      string
+		oomKilled func() bool
+		want      string
+	}{
+		{"no memory limit", nil, "process limit"},
+		{"no OOM kill", func() bool { return false }, "process limit"},
+		{"an OOM kill", func() bool { return true }, "memory limit is reached"},
+	} {
+		got := p.roomFor("sb-x", &proc{oomKilled: tc.oomKilled})
+		if !strings.Contains(got, tc.want) || !strings.Contains(got, makeRoom) {
+			t.Errorf("%s: %q; want it to name the %s and say what to do", tc.name, got, tc.want)
 		}
 	}
 }

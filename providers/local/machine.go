@@ -457,7 +457,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	if err != nil {
 		return err
 	}
-	cfg.CgroupRoot, cfg.WorkCgroups = p.cg.root, p.cg.workFiles(p.cg.machineFiles(res), id+"-"+machineCgroup)
+	cfg.CgroupRoot, cfg.WorkCgroups = p.cg.root, starting.work
 	// The configuration is completed while the init starts (the masks
 	// read from their cache, among others).
 	p.fillConfig(dir, slotN, cfg, shared, since)
@@ -529,6 +529,9 @@ type initProc struct {
 	joined func() error
 	// kill ends the init and waits for its end; its cgroups go.
 	kill func()
+	// work are the limit files of the work cgroups a fresh init joins
+	// (see machine.joinWork); a claimed standby joined its own.
+	work []cgroupPath
 }
 
 // spawnInit starts a fresh init for sandbox id with the descriptors files
@@ -538,7 +541,9 @@ type initProc struct {
 func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.File) (*initProc, error) {
 	cmd := p.initCmd(files)
 	// The sandbox's cgroups are made while the init starts.
-	cg := p.cg.prepare(id+"-"+machineCgroup, p.cg.machineFiles(res))
+	name := id + "-" + machineCgroup
+	limits := p.cg.machineFiles(res)
+	cg := p.cg.prepare(name, limits)
 	if err := cmd.Start(); err != nil {
 		cg.abandon()
 		return nil, startError(id, err)
@@ -560,7 +565,7 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 		joinedSet, joinErr = cg.join(pid)
 		close(joining)
 	}()
-	ip := &initProc{pid: pid}
+	ip := &initProc{pid: pid, work: p.cg.workFiles(limits, name)}
 	ip.kill = func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -885,17 +890,19 @@ func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig,
 // else its process limit.
 func (p *Provider) roomFor(id string, pr *proc) string {
 	if pr.oomKilled != nil && pr.oomKilled() {
-		return "the sandbox's memory limit is reached, and the kernel's OOM killer ended the process being started (--memory): end some of its processes (sandbox ps, sandbox kill) or stop it (sandbox stop)"
+		return "the sandbox's memory limit is reached, and the kernel's OOM killer ended the process being started (--memory): " + makeRoom
 	}
 	return p.processRoom(id)
 }
 
+// makeRoom is what to do about a sandbox whose limits are full.
+const makeRoom = "end some of its processes (sandbox ps, sandbox kill) or stop it (sandbox stop)"
+
 // processRoom says how full the process limit of sandbox id is, for an
 // operation the machine could start no process for.
 func (p *Provider) processRoom(id string) string {
-	const act = "end some of its processes (sandbox ps, sandbox kill) or stop it (sandbox stop)"
 	if !p.cg.controllers["pids"] {
-		return "the sandbox may be at its process limit: " + act
+		return "the sandbox may be at its process limit: " + makeRoom
 	}
 	dir := p.cg.limitDir("pids", id+"-"+machineCgroup)
 	read := func(name string) string {
@@ -906,9 +913,9 @@ func (p *Provider) processRoom(id string) string {
 	n, err1 := strconv.Atoi(cur)
 	limit, err2 := strconv.Atoi(max)
 	if err1 != nil || err2 != nil || n+reservedThreads < limit {
-		return "the sandbox may be at its process limit: " + act
+		return "the sandbox may be at its process limit: " + makeRoom
 	}
-	return fmt.Sprintf("the sandbox is at its process limit (%d of %d tasks: --pids, plus %d for the machine's own, counts every process and thread): %s", n, limit, machinePidsAllowance, act)
+	return fmt.Sprintf("the sandbox is at its process limit (%d of %d tasks: --pids, plus %d for the machine's own, counts every process and thread): %s", n, limit, machinePidsAllowance, makeRoom)
 }
 
 // readReply reads one reply from a machine.

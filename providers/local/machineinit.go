@@ -140,9 +140,6 @@ type machine struct {
 	doneOnce sync.Once
 	// diskOver says that the disk quota's cut-off lasts (see watchDisk).
 	diskOver atomic.Bool
-	// joinedWork says that the machine is in its work cgroups (see
-	// joinWork).
-	joinedWork bool
 }
 
 // finish ends serve: the machine has stopped.
@@ -204,12 +201,10 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	// The cgroup root, reached through a descriptor once the host's tree
 	// is gone: the machine joins its work cgroups once the host placed
 	// it in its own (the start byte).
-	cgRoot := -1
-	if !m.joinedWork && len(cfg.WorkCgroups) > 0 {
-		if cgRoot, err = unix.Open(cfg.CgroupRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-			rep.setupFail(fmt.Errorf("the machine's cgroups: %w", err))
-			return 125
-		}
+	cgRoot, err := openCgroupRoot(cfg)
+	if err != nil {
+		rep.setupFail(err)
+		return 125
 	}
 	// The first runner (a new process of this binary, milliseconds to
 	// start) starts now, before the root is built, and gets its
@@ -262,13 +257,9 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 		rep.setupFail(errors.New("the host did not place the machine in its cgroups"))
 		return 125
 	}
-	if cgRoot >= 0 {
-		err := m.joinWork(cgRoot, cfg.WorkCgroups)
-		unix.Close(cgRoot)
-		if err != nil {
-			rep.setupFail(err)
-			return 125
-		}
+	if err := m.joinWork(cgRoot, cfg.WorkCgroups); err != nil {
+		rep.setupFail(err)
+		return 125
 	}
 	// The host checked its cached list of the host's secrets meanwhile:
 	// the machine must see none of them, and they must be masked before
@@ -317,17 +308,32 @@ func runMachine(cfg *initConfig, rep *reporter, ctlr *bufio.Reader, ctl, status 
 	return m.serve()
 }
 
+// openCgroupRoot opens the cgroup root of cfg's work cgroups, for
+// joinWork; -1 when it has none (cgroup v2 or none, or a claimed standby,
+// which joined its own).
+func openCgroupRoot(cfg *initConfig) (int, error) {
+	if len(cfg.WorkCgroups) == 0 {
+		return -1, nil
+	}
+	fd, err := unix.Open(cfg.CgroupRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("the machine's cgroups: %w", err)
+	}
+	return fd, nil
+}
+
 // joinWork moves the threads of the machine's process starters into its
 // cgroupWork cgroups (the directories of the limit files work, relative to
-// the cgroup root root), which bound every process of the sandbox but the
-// init: every runner is born in them from then on (the host placed the
-// first one already). Writing 0 to a cgroup v1 tasks file moves the writing
-// thread alone, without the global lock a process's move takes. Done once:
-// a claimed standby joined its own already.
+// the cgroup root root, which it closes; nothing when root is -1), which
+// bound every process of the sandbox but the init: every runner is born in
+// them from then on (the host placed the first one already). Writing 0 to
+// a cgroup v1 tasks file moves the writing thread alone, without the
+// global lock a process's move takes.
 func (m *machine) joinWork(root int, work []cgroupPath) error {
-	if m.joinedWork {
+	if root < 0 {
 		return nil
 	}
+	defer unix.Close(root)
 	var dirs []string
 	for _, f := range work {
 		if !slices.Contains(dirs, f.Dir) {
@@ -339,7 +345,6 @@ func (m *machine) joinWork(root int, work []cgroupPath) error {
 			return fmt.Errorf("the machine's cgroup %s: %w", dir, err)
 		}
 	}
-	m.joinedWork = true
 	return nil
 }
 
@@ -369,7 +374,7 @@ func (m *machine) joinOne(root int, dir string, work []cgroupPath) error {
 	}
 	for attempt := 0; ; attempt++ {
 		err := join()
-		if err == nil || !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV)) || attempt == 2 {
+		if err == nil || !cgroupGone(err) || attempt == 2 {
 			return err
 		}
 		if err := unix.Mkdirat(root, dir, 0o755); err != nil && err != unix.EEXIST {

@@ -133,7 +133,8 @@ type initConfig struct {
 	// cgroupWork cgroups, their directories relative to the cgroup root
 	// CgroupRoot, which the init moves its process starters into once it
 	// is in its own cgroups, making them again if they went meanwhile
-	// (see machine.joinWork). A claimed standby joined its own already.
+	// (see machine.joinWork). None for a claimed standby, which joined
+	// its own.
 	CgroupRoot  string
 	WorkCgroups []cgroupPath
 

@@ -151,16 +151,12 @@ func runStandby(cfg *initConfig) int {
 	if err := sb.awaitNet(); err != nil {
 		return fail(err)
 	}
-	if len(cfg.WorkCgroups) > 0 {
-		root, err := unix.Open(cfg.CgroupRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fail(err)
-		}
+	root, err := openCgroupRoot(cfg)
+	if err == nil {
 		err = sb.m.joinWork(root, cfg.WorkCgroups)
-		unix.Close(root)
-		if err != nil {
-			return fail(err)
-		}
+	}
+	if err != nil {
+		return fail(err)
 	}
 	sb.key = spareKey{}
 	sb.first = sb.m.startSpareHeld(sb.key, sb.release)
@@ -193,7 +189,7 @@ type cgroupPath struct {
 func enterCgroups(files []cgroupPath, root string, work []cgroupPath) error {
 	var err error
 	for range 3 {
-		if err = tryCgroups(files, root, work); err == nil || !(errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) {
+		if err = tryCgroups(files, root, work); err == nil || !cgroupGone(err) {
 			return err
 		}
 	}
