@@ -72,6 +72,12 @@ func machineInits(t *testing.T, p *Provider, id string) []int {
 			continue
 		}
 		info, err := os.ReadFile("/proc/" + e.Name() + "/fdinfo/" + fd)
+		// An init still setting itself up (another test's, mostly: its
+		// ids not yet mapped) may refuse a moment longer.
+		for try := 0; errors.Is(err, fs.ErrPermission) && try < 100; try++ {
+			time.Sleep(10 * time.Millisecond)
+			info, err = os.ReadFile("/proc/" + e.Name() + "/fdinfo/" + fd)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // ended, or has no such descriptor
 		}
