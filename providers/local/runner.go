@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,39 +95,115 @@ func (d *drains) wait() { d.wg.Wait() }
 // waitWatching waits for the command pid and returns its status as a
 // shell reports it (128+signal for a killed command), while it watches
 // the control pipe: the pipe's end before the command's (the caller went
-// away) kills the command's process group. One poll watches both, so the
-// runner holds no thread more than waitFor would.
+// away) kills the command's process group. Both waits park in the
+// runtime's poller (see watch): no goroutine holds a thread in a blocking
+// call while the command runs, so the runtime's monitor sleeps instead of
+// waking every few tens of microseconds on the CPU the command runs on.
 func waitWatching(pid int) int {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return waitFor(pid)
 	}
-	defer unix.Close(pidfd)
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: ctlFD, Events: unix.POLLIN}}
+	exited, err := watch(pidfd, "command")
+	unix.Close(pidfd)
+	if err != nil {
+		return waitFor(pid)
+	}
+	defer exited.Close()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		// A pidfd polls readable once its process has exited.
+		_ = whenReady(exited, func(fd int) bool { return pollNow(fd) != 0 })
+	}()
+	gone := make(chan struct{})
+	if ctl, err := watch(ctlFD, "control"); err == nil {
+		defer ctl.Close()
+		go func() {
+			if whenReady(ctl, drainedToEnd) == nil {
+				close(gone)
+			}
+		}()
+	}
+	select {
+	case <-ended:
+	case <-gone:
+		// The caller is gone: the command's group goes, and the wait
+		// goes on for its end.
+		_ = unix.Kill(-pid, unix.SIGKILL)
+	}
+	return waitFor(pid)
+}
+
+// drainedToEnd reads and drops what is in the pipe fd without blocking and
+// says whether every writer is gone.
+func drainedToEnd(fd int) bool {
 	buf := make([]byte, 256)
 	for {
-		for i := range fds {
-			fds[i].Revents = 0
+		ev := pollNow(fd)
+		if ev&unix.POLLIN == 0 {
+			return ev != 0 // POLLHUP or POLLERR: no writer left
 		}
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if err == unix.EINTR {
-				continue
+		n, err := unix.Read(fd, buf)
+		if n == 0 && err == nil {
+			return true
+		}
+		if err != nil && err != unix.EINTR {
+			return true
+		}
+	}
+}
+
+// watch returns a duplicate of fd that the runtime's poller watches, for
+// whenReady. The open file description keeps its blocking mode (os.NewFile
+// puts only a non-blocking descriptor in the poller, so the mode is set
+// for the registration and restored after it): the file is only waited
+// on, and its reads and writes go through fd as before.
+func watch(fd int, name string) (*os.File, error) {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return nil, err
+	}
+	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if flags&unix.O_NONBLOCK == 0 {
+		if err := unix.SetNonblock(d, true); err != nil {
+			unix.Close(d)
+			return nil, err
+		}
+	}
+	f := os.NewFile(uintptr(d), name)
+	if flags&unix.O_NONBLOCK == 0 {
+		_ = unix.SetNonblock(d, false)
+	}
+	return f, nil
+}
+
+// whenReady calls ready with f's descriptor at once and again each time
+// the poller reports f readable, until it says true; ready must not
+// block. It fails when f is closed or its read deadline passes.
+func whenReady(f *os.File, ready func(fd int) bool) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Read(func(fd uintptr) bool { return ready(int(fd)) })
+}
+
+// pollNow returns the poll events of fd at this moment (POLLIN, POLLHUP,
+// POLLERR), without waiting.
+func pollNow(fd int) int16 {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, 0)
+		if err != unix.EINTR {
+			if err != nil {
+				return unix.POLLERR
 			}
-			return waitFor(pid)
+			return fds[0].Revents
 		}
-		if fds[0].Revents != 0 {
-			return waitFor(pid)
-		}
-		if len(fds) < 2 || fds[1].Revents == 0 {
-			continue
-		}
-		if n, err := unix.Read(ctlFD, buf); n > 0 || err == unix.EINTR || err == unix.EAGAIN {
-			continue
-		}
-		// The caller is gone: the command's group goes, and the wait
-		// goes on for its end without the pipe.
-		_ = unix.Kill(-pid, unix.SIGKILL)
-		fds = fds[:1]
 	}
 }
 
@@ -176,8 +253,9 @@ const relayBuf = 1 << 20
 // descriptor out while the command runs.
 type relay struct {
 	r, w, out int
-	// wake tells forward that the command exited (an eventfd).
-	wake      int
+	// watched is r in the runtime's poller (see watch): forward waits on
+	// it, and finish stops that wait with a deadline.
+	watched   *os.File
 	forwarded chan struct{}
 	// broken says that out no longer takes data; copy says that out
 	// takes no splice.
@@ -192,13 +270,13 @@ func newRelay(out int) (*relay, error) {
 		return nil, err
 	}
 	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, relayBuf)
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	watched, err := watch(p[0], "output")
 	if err != nil {
 		unix.Close(p[0])
 		unix.Close(p[1])
 		return nil, err
 	}
-	return &relay{r: p[0], w: p[1], out: out, wake: wake, forwarded: make(chan struct{})}, nil
+	return &relay{r: p[0], w: p[1], out: out, watched: watched, forwarded: make(chan struct{})}, nil
 }
 
 // closeWriter closes the runner's copy of the pipe's write end.
@@ -213,46 +291,39 @@ func (o *relay) closeWriter() {
 func (o *relay) close() {
 	o.closeWriter()
 	unix.Close(o.r)
-	unix.Close(o.wake)
+	o.watched.Close()
 }
 
 // forward moves what arrives on the pipe to out until the command exits
-// (finish wakes it), every writer is gone, or out breaks.
+// (finish stops it), every writer is gone, or out breaks. It waits in the
+// runtime's poller; a move that out holds up blocks, as out's reader
+// should make it.
 func (o *relay) forward() {
 	defer close(o.forwarded)
-	fds := []unix.PollFd{{Fd: int32(o.r), Events: unix.POLLIN}, {Fd: int32(o.wake), Events: unix.POLLIN}}
-	for {
-		fds[0].Revents, fds[1].Revents = 0, 0
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if err == unix.EINTR {
-				continue
+	_ = whenReady(o.watched, func(int) bool {
+		for {
+			ev := pollNow(o.r)
+			if ev&unix.POLLIN == 0 {
+				return ev != 0 // POLLHUP or POLLERR: no writer left
 			}
-			return
+			n, err := o.move(relayBuf)
+			if err != nil {
+				o.broken = true
+				return true
+			}
+			if n == 0 {
+				return true // every writer is gone
+			}
 		}
-		if fds[1].Revents != 0 {
-			return
-		}
-		if fds[0].Revents == 0 {
-			continue
-		}
-		n, err := o.move(relayBuf)
-		if err != nil {
-			o.broken = true
-			return
-		}
-		if n == 0 {
-			return // every writer is gone
-		}
-	}
+	})
 }
 
 // finish stops forward, moves what the command wrote before it exited
 // (all of it is in the pipe by then) and closes out.
 func (o *relay) finish() {
-	var one [8]byte
-	one[0] = 1
-	_, _ = unix.Write(o.wake, one[:])
+	_ = o.watched.SetReadDeadline(time.Unix(1, 0))
 	<-o.forwarded
+	o.watched.Close()
 	if !o.broken {
 		n, err := unix.IoctlGetInt(o.r, unix.TIOCINQ)
 		for err == nil && n > 0 {
@@ -264,7 +335,6 @@ func (o *relay) finish() {
 		}
 	}
 	_ = holdFDs(o.out)
-	unix.Close(o.wake)
 }
 
 // move moves up to max bytes from the pipe to out: spliced where out

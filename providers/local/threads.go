@@ -10,11 +10,12 @@ import (
 
 // reservedThreads is how many idle OS threads the init (before it serves
 // operations) and every runner (once its signal handling took its own)
-// make the Go runtime keep. What blocks a thread for long is bounded: a
-// runner's command wait and its two output relays, the init's signal
-// handler; everything that waits for as long as a command runs (the
-// runners' sockets, the drains of what commands left running) waits in
-// the runtime's poller instead. The runtime takes an idle thread before
+// make the Go runtime keep. What blocks a thread for long is bounded: the
+// init's signal handler, a runner's wait for its next operation, a relay
+// whose caller reads slowly; everything that waits for as long as a
+// command runs (a runner's wait for its command and the caller's end, its
+// output relays, the drains of what commands left running) waits in the
+// runtime's poller instead. The runtime takes an idle thread before
 // it creates a new one. Their threads count towards the pids limit (see
 // machinePidsAllowance).
 const reservedThreads = 4
