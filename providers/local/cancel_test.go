@@ -18,8 +18,12 @@ import (
 // TestCancelledUploadStops (issue 14, item 11): a single-file upload (the
 // kernel's copy of a host file) shows its progress as it goes, and a
 // cancelled one stops at once rather than copying the rest, and leaves no
-// partial file behind. "At once" is
-// measured against the same upload left to finish, on the same machine.
+// partial file behind. "At once" is measured on the source: cancelled as
+// soon as its offset shows the copy under way, the upload must end having
+// read no more than half of it. (It was measured in time, a cancel at a
+// tenth of a whole upload's time, until a loaded CI host made the whole
+// upload ten times slower than the cancelled one, which then finished
+// before its cancel.)
 func TestCancelledUploadStops(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
@@ -58,8 +62,7 @@ func TestCancelledUploadStops(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}()
-	full, err := upload(context.Background())
-	if err != nil {
+	if _, err := upload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	<-watching
@@ -67,14 +70,25 @@ func TestCancelledUploadStops(t *testing.T) {
 		t.Errorf("the source's offset never showed progress during the upload")
 	}
 	mustRun(t, p, id, "rm /workspace/u3.bin")
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(full/10, cancel)
-	took, err := upload(ctx)
-	if !errors.Is(err, context.Canceled) {
+	defer cancel()
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			if off, err := f.Seek(0, io.SeekCurrent); err == nil && off > 0 {
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	if _, err := upload(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled upload: %v", err)
 	}
-	if took > full*6/10 {
-		t.Errorf("a cancelled upload took %v; the whole upload takes %v", took, full)
+	if off, err := f.Seek(0, io.SeekCurrent); err != nil || off > 1<<29 {
+		t.Errorf("a cancelled upload read %d of the source's %d bytes (%v); want it to stop within a few chunks", off, 1<<30, err)
 	}
 	if got := mustRun(t, p, id, "ls -A /workspace"); got != "" {
 		t.Errorf("left in /workspace: %q", got)
