@@ -27,7 +27,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	if !e.plainValues() {
 		return json.Marshal(plainEvent(e))
 	}
-	w := objectWriter{b: make([]byte, 0, 256)}
+	return appendEvent(make([]byte, 0, 256), &e), nil
+}
+
+// appendEvent writes e, whose values plainValues takes, as MarshalJSON does.
+func appendEvent(b []byte, e *Event) []byte {
+	w := objectWriter{b: b}
 	w.str("type", e.Type)
 	w.time("time", e.Time)
 	w.strOmit("run_id", e.RunID)
@@ -43,14 +48,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	w.strOmit("target", e.Target)
 	if len(e.Argv) > 0 {
 		w.key("argv")
-		w.b = append(w.b, '[')
-		for i, a := range e.Argv {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = appendString(w.b, a)
-		}
-		w.b = append(w.b, ']')
+		w.b = appendList(w.b, e.Argv, appendString)
 	}
 	w.strOmit("provider", e.Provider)
 	w.strOmit("sandbox_id", e.SandboxID)
@@ -78,35 +76,40 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		w.int("exit_code", int64(*e.ExitCode))
 	}
 	w.strOmit("error", e.Error)
-	return w.end(), nil
+	return w.end()
 }
 
 // plainValues says whether MarshalJSON can write every value of e: not the
 // times and numbers that encoding/json refuses (a year past 9999, NaN),
 // whose errors it leaves to encoding/json.
 func (e *Event) plainValues() bool {
-	times := []time.Time{e.Time}
+	if !plainTime(e.Time) {
+		return false
+	}
 	if s := e.Sandbox; s != nil {
-		times = append(times, s.CreatedAt, s.ExpiresAt)
-		if s.Resources != nil && !finite(s.Resources.CPUs) {
+		if !plainTime(s.CreatedAt) || !plainTime(s.ExpiresAt) {
+			return false
+		}
+		if s.Resources != nil && (math.IsNaN(s.Resources.CPUs) || math.IsInf(s.Resources.CPUs, 0)) {
 			return false
 		}
 	}
 	if e.Details != nil {
 		for _, f := range e.Details.Files {
-			times = append(times, f.ModTime)
-		}
-	}
-	for _, t := range times {
-		_, offset := t.Zone()
-		if t.Year() < 0 || t.Year() > 9999 || offset <= -24*3600 || offset >= 24*3600 {
-			return false
+			if !plainTime(f.ModTime) {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+// plainTime says whether time.Time's MarshalJSON takes t: a year of four
+// digits and a zone less than a day off UTC.
+func plainTime(t time.Time) bool {
+	_, offset := t.Zone()
+	return t.Year() >= 0 && t.Year() <= 9999 && offset > -24*3600 && offset < 24*3600
+}
 
 func appendSandbox(b []byte, s *Sandbox) []byte {
 	w := objectWriter{b: b}
@@ -128,12 +131,8 @@ func appendSandbox(b []byte, s *Sandbox) []byte {
 		}
 		w.b = lw.end()
 	}
-	if !s.CreatedAt.IsZero() {
-		w.time("created_at", s.CreatedAt)
-	}
-	if !s.ExpiresAt.IsZero() {
-		w.time("expires_at", s.ExpiresAt)
-	}
+	w.timeOmit("created_at", s.CreatedAt)
+	w.timeOmit("expires_at", s.ExpiresAt)
 	w.strOmit("image", s.Image)
 	w.strOmit("network", s.Network)
 	w.strOmit("isolation", s.Isolation)
@@ -162,10 +161,7 @@ func appendDetails(b []byte, d *Details) []byte {
 	w := objectWriter{b: b}
 	w.strOmit("cwd", d.Cwd)
 	w.strOmit("user", d.User)
-	if d.Background {
-		w.key("background")
-		w.b = append(w.b, "true"...)
-	}
+	w.trueOmit("background", d.Background)
 	w.strOmit("diff", d.Diff)
 	w.intOmit("bytes", d.Bytes)
 	w.strOmit("dest", d.Dest)
@@ -175,34 +171,34 @@ func appendDetails(b []byte, d *Details) []byte {
 	w.strOmit("resolved_dest", d.ResolvedDest)
 	if len(d.Files) > 0 {
 		w.key("files")
-		w.b = append(w.b, '[')
-		for i := range d.Files {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = appendFile(w.b, &d.Files[i])
-		}
-		w.b = append(w.b, ']')
+		w.b = appendList(w.b, d.Files, appendFile)
 	}
 	return w.end()
 }
 
-func appendFile(b []byte, f *File) []byte {
+func appendFile(b []byte, f File) []byte {
 	w := objectWriter{b: b}
 	w.str("path", f.Path)
 	w.strOmit("type", f.Type)
 	w.strOmit("mode", f.Mode)
 	w.int("size", f.Size)
-	if !f.ModTime.IsZero() {
-		w.time("mod_time", f.ModTime)
-	}
+	w.timeOmit("mod_time", f.ModTime)
 	w.strOmit("target", f.Target)
 	w.strOmit("sha256", f.SHA256)
-	if f.Exists {
-		w.key("exists")
-		w.b = append(w.b, "true"...)
-	}
+	w.trueOmit("exists", f.Exists)
 	return w.end()
+}
+
+// appendList writes items as a JSON array, each as add writes it.
+func appendList[T any](b []byte, items []T, add func([]byte, T) []byte) []byte {
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = add(b, it)
+	}
+	return append(b, ']')
 }
 
 // objectWriter appends the members of one JSON object to b.
@@ -253,6 +249,21 @@ func (w *objectWriter) time(k string, t time.Time) {
 	w.b = append(w.b, '"')
 	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
 	w.b = append(w.b, '"')
+}
+
+// timeOmit is time for a field tagged omitzero.
+func (w *objectWriter) timeOmit(k string, t time.Time) {
+	if !t.IsZero() {
+		w.time(k, t)
+	}
+}
+
+// trueOmit writes a bool field tagged omitempty.
+func (w *objectWriter) trueOmit(k string, v bool) {
+	if v {
+		w.key(k)
+		w.b = append(w.b, "true"...)
+	}
 }
 
 // end closes the object: {} when it has no member.

@@ -93,8 +93,8 @@ func encodings(t *testing.T, e Event) (got, want [2]string) {
 	return got, want
 }
 
-// TestMarshalJSONMatchesEncodingJSON: the hand-written encoding is what
-// encoding/json writes for the same fields, with every field set (by
+// TestMarshalJSONMatchesEncodingJSON: the hand-written encoding (not a
+// fallback to reflection) is what encoding/json writes for the same fields, with every field set (by
 // reflection, so a field added later is covered), with each one set alone
 // (its omitempty), with none set, and for the values whose encoding has
 // rules of its own.
@@ -120,7 +120,15 @@ func TestMarshalJSONMatchesEncodingJSON(t *testing.T) {
 		cases["cpus "+string(appendFloat(nil, f))] = Event{Sandbox: &Sandbox{Resources: &providers.Resources{CPUs: f}}}
 	}
 	for name, e := range cases {
+		// The hand-written path itself, not encoding/json's fallback,
+		// must give the reference.
+		if !e.plainValues() {
+			t.Errorf("%s: MarshalJSON would leave it to encoding/json", name)
+		}
 		got, want := encodings(t, e)
+		if direct := string(appendEvent(nil, &e)) + "\n"; direct != want[0] {
+			t.Errorf("%s, written directly:\n got %s\nwant %s", name, direct, want[0])
+		}
 		for i := range got {
 			if got[i] != want[i] {
 				t.Errorf("%s (escape HTML %v):\n got %s\nwant %s", name, i == 1, got[i], want[i])
