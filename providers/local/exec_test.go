@@ -3,9 +3,12 @@
 package local
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"net"
 	"os"
 	"os/exec"
@@ -476,5 +479,48 @@ func TestNetwork(t *testing.T) {
 	}
 	if got := mustRun(t, p, off, "bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' 2>&1 || true"); !strings.Contains(got, "refused") {
 		t.Errorf("loopback inside: %q, want connection refused (lo up)", got)
+	}
+}
+
+// slowWriter counts what it takes, a small write at a time with a pause
+// after each, like a caller that reads its output slowly.
+type slowWriter struct {
+	n int64
+	h hash.Hash
+}
+
+func (w *slowWriter) Write(b []byte) (int, error) {
+	for rest := b; len(rest) > 0; {
+		n := min(len(rest), 64<<10)
+		w.h.Write(rest[:n])
+		w.n += int64(n)
+		rest = rest[n:]
+		time.Sleep(time.Millisecond)
+	}
+	return len(b), nil
+}
+
+// TestSlowReaderGetsAllOutput: a caller that reads slower than the command
+// writes holds the command back (its output pipes fill) and still gets
+// every byte of both streams, in order: a relay whose move found its
+// caller's end full must wait, not give up.
+func TestSlowReaderGetsAllOutput(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	const size = 16 << 20
+	out, errw := &slowWriter{h: sha256.New()}, &slowWriter{h: sha256.New()}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := fmt.Sprintf("seq 1 %d | head -c %d; seq 1 %d | head -c %d >&2", size, size, size, size)
+	res, err := p.Exec(ctx, id, providers.ExecRequest{Shell: cmd, Stdout: out, Stderr: errw})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: exit %d, err %v", res.ExitCode, err)
+	}
+	want := sha256.Sum256([]byte(mustRun(t, p, id, fmt.Sprintf("seq 1 %d | head -c %d", size, size))))
+	for name, w := range map[string]*slowWriter{"stdout": out, "stderr": errw} {
+		if w.n != size || !bytes.Equal(w.h.Sum(nil), want[:]) {
+			t.Errorf("%s: got %d bytes (sum %x), want %d (sum %x)", name, w.n, w.h.Sum(nil), size, want)
+		}
 	}
 }

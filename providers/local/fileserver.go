@@ -160,16 +160,7 @@ func committed(ctl *bufio.Reader) bool {
 
 // aborted says whether the host closed the control pipe fd, which it does
 // during a direct write only to abort it (see fileRequest.Direct).
-func aborted(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err != nil || n > 0
-	}
-}
+func aborted(fd int) bool { return pollNow(fd) != 0 }
 
 // errAborted says that the host did not confirm the input stream.
 var errAborted = errors.New("input stream aborted: nothing was written")

@@ -139,16 +139,22 @@ func waitWatching(pid int) int {
 // says whether every writer is gone.
 func drainedToEnd(fd int) bool {
 	buf := make([]byte, 256)
+	return untilDrained(fd, func() bool {
+		n, err := unix.Read(fd, buf)
+		return n > 0 || err == unix.EINTR || err == unix.EAGAIN
+	})
+}
+
+// untilDrained calls take while the pipe fd holds data, without waiting,
+// and says whether the pipe is done with: take said so (false), or every
+// writer is gone.
+func untilDrained(fd int, take func() bool) bool {
 	for {
 		ev := pollNow(fd)
 		if ev&unix.POLLIN == 0 {
 			return ev != 0 // POLLHUP or POLLERR: no writer left
 		}
-		n, err := unix.Read(fd, buf)
-		if n == 0 && err == nil {
-			return true
-		}
-		if err != nil && err != unix.EINTR {
+		if !take() {
 			return true
 		}
 	}
@@ -301,20 +307,11 @@ func (o *relay) close() {
 func (o *relay) forward() {
 	defer close(o.forwarded)
 	_ = whenReady(o.watched, func(int) bool {
-		for {
-			ev := pollNow(o.r)
-			if ev&unix.POLLIN == 0 {
-				return ev != 0 // POLLHUP or POLLERR: no writer left
-			}
+		return untilDrained(o.r, func() bool {
 			n, err := o.move(relayBuf)
-			if err != nil {
-				o.broken = true
-				return true
-			}
-			if n == 0 {
-				return true // every writer is gone
-			}
-		}
+			o.broken = err != nil
+			return err == nil && n > 0 // n == 0: every writer is gone
+		})
 	})
 }
 
@@ -378,16 +375,7 @@ func (o *relay) move(max int) (int, error) {
 
 // orphaned says whether the pipe still has writers once the command
 // exited: what the command left running holds it.
-func (o *relay) orphaned() bool {
-	fds := []unix.PollFd{{Fd: int32(o.r), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err != nil || fds[0].Revents&unix.POLLHUP == 0
-	}
-}
+func (o *relay) orphaned() bool { return pollNow(o.r)&unix.POLLHUP == 0 }
 
 // release closes the read end of a relay that finished.
 func (o *relay) release() { unix.Close(o.r) }
