@@ -126,8 +126,8 @@ func (p *Provider) launch(dir, id string, cfg *initConfig, req machineRequest, s
 // fillConfig completes cfg with the mounts of the sandbox in dir, using the
 // overlay work directories of slot slotN: for a machine, everything its
 // root is built from; in the weak mode, an operation's whole setting.
-func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool, since time.Time) {
-	p.loadMasks(since) // before isolation reads p.masks
+func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet bool, since time.Time, vouched uint64) {
+	p.loadMasks(since, vouched) // before isolation reads p.masks
 	cfg.Root = filepath.Join(p.dir, rootMount)
 	cfg.Workspace = workspacePath(dir)
 	cfg.HomeSrc = p.homePath(dir)
@@ -161,7 +161,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 	if err != nil {
 		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
-	p.fillConfig(dir, slotN, cfg, sharedNet, time.Now())
+	p.fillConfig(dir, slotN, cfg, sharedNet, time.Now(), 0)
 	cfg.Gated = cfg.Mode == modeExec
 	frame := appendFrame(nil, encodeConfig(cfg))
 	pr := &proc{id: id, slot: slot, exited: make(chan struct{}), weak: true}

@@ -341,9 +341,12 @@ func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 		p.cg.prewarm()
 	}
 	// The check of the host's secrets runs beside the rest of the start
-	// (see lateMasks).
+	// (see lateMasks); where a standby machine may be claimed, from the
+	// claim on, unless the standby vouches for the masks (see maskWatch).
 	since := time.Now()
-	p.loadMasks(since)
+	if !p.standbyOn() {
+		p.loadMasks(since, 0)
+	}
 	return p.spawnMachine(dir, id, m, since, how.transient)
 }
 
@@ -460,7 +463,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	cfg.CgroupRoot, cfg.WorkCgroups = p.cg.root, starting.work
 	// The configuration is completed while the init starts (the masks
 	// read from their cache, among others).
-	p.fillConfig(dir, slotN, cfg, shared, since)
+	p.fillConfig(dir, slotN, cfg, shared, since, starting.vouched)
 	cfg.RootLayer.Volatile = transient
 	fail := func(err error) error {
 		starting.kill()
@@ -504,7 +507,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	if err := writeAll(ctlW, []byte{startByte}); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
 	}
-	gate := machineGate{Masks: p.lateMasks(cfg)}
+	gate := machineGate{Masks: p.lateMasks(cfg, starting.vouched)}
 	if err := writeAll(ctlW, appendFrame(nil, encodeGate(&gate))); err != nil {
 		return fail(fmt.Errorf("local: sandbox %s: start the machine: %w", id, err))
 	}
@@ -532,6 +535,9 @@ type initProc struct {
 	// work are the limit files of the work cgroups a fresh init joins
 	// (see machine.joinWork); a claimed standby joined its own.
 	work []cgroupPath
+	// vouched is the digest of the masks cache a claimed standby found
+	// current and saw no change to since (see maskWatch); 0: none.
+	vouched uint64
 }
 
 // spawnInit starts a fresh init for sandbox id with the descriptors files

@@ -318,7 +318,7 @@ const maskCacheFile = "masks-cache"
 const oldMaskCacheFile = "masks-cache.json"
 
 // maskCacheMagic starts the cache file.
-const maskCacheMagic = "sandbox-masks-1"
+const maskCacheMagic = "sandbox-masks-2"
 
 // Kinds of stamps: what of a path's state is recorded.
 const (
@@ -337,6 +337,9 @@ const (
 type stamps struct {
 	watch   []string
 	digests []uint64
+	// ownerless are the same digests without the owners (see
+	// stampDigest).
+	ownerless []uint64
 }
 
 // newStamps returns an empty record.
@@ -355,15 +358,21 @@ func (s *stamps) add(kind byte, path string) {
 // addStat records path with its state st (nil: it does not exist).
 func (s *stamps) addStat(kind byte, path string, st *unix.Stat_t) {
 	s.watch = append(s.watch, string(kind)+path)
-	s.digests = append(s.digests, stampDigest(kind, st))
+	s.digests = append(s.digests, stampDigest(kind, st, true))
+	s.ownerless = append(s.ownerless, stampDigest(kind, st, false))
 }
 
-// sum is the digest of what was recorded.
-func (s *stamps) sum() string { return foldDigests(s.digests) }
+// sum is the digest of what was recorded; ownerlessSum the same without
+// the owners.
+func (s *stamps) sum() string          { return foldDigests(s.digests) }
+func (s *stamps) ownerlessSum() string { return foldDigests(s.ownerless) }
 
 // stampDigest is the digest of one path's state of kind (FNV-1a over its
-// fields).
-func stampDigest(kind byte, st *unix.Stat_t) uint64 {
+// fields), with its owner or without: a standby machine's user namespace
+// shows the owners it does not map as the overflow id, and checks a cache
+// by its ownerless sum (see maskWatch); a change of owner changes a
+// path's ctime, which stampFull holds.
+func stampDigest(kind byte, st *unix.Stat_t, owners bool) uint64 {
 	h := uint64(14695981039346656037)
 	mix := func(v uint64) {
 		for range 8 {
@@ -379,8 +388,10 @@ func stampDigest(kind byte, st *unix.Stat_t) uint64 {
 	mix(st.Dev)
 	mix(st.Ino)
 	mix(uint64(st.Mode))
-	mix(uint64(st.Uid))
-	mix(uint64(st.Gid))
+	if owners {
+		mix(uint64(st.Uid))
+		mix(uint64(st.Gid))
+	}
 	if kind == stampFull {
 		mix(uint64(st.Size))
 		mix(uint64(st.Mtim.Sec))
@@ -402,11 +413,11 @@ func foldDigests(ds []uint64) string {
 	return strconv.FormatUint(h.Sum64(), 36)
 }
 
-// stampSum is the sum of the paths of watch as they are now. The paths
-// are stated by a few goroutines at once: a root scan watches a few
-// thousand directories, and a machine's start may wait for this check
-// (see maskState).
-func stampSum(watch []string) string {
+// stampSum is the sum (or, without owners, the ownerless sum) of the
+// paths of watch as they are now. The paths are stated by a few goroutines
+// at once: a root scan watches a few thousand directories, and a machine's
+// start may wait for this check (see maskState).
+func stampSum(watch []string, owners bool) string {
 	ds := make([]uint64, len(watch))
 	digest := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -416,7 +427,7 @@ func stampSum(watch []string) string {
 				sp = &st
 			}
 			if len(watch[i]) > 0 {
-				ds[i] = stampDigest(watch[i][0], sp)
+				ds[i] = stampDigest(watch[i][0], sp, owners)
 			}
 		}
 	}
@@ -430,19 +441,21 @@ func stampSum(watch []string) string {
 }
 
 // maskCache is the cached list and what it was computed from: the key of
-// the computation, and the paths read with the sum of their stamps.
+// the computation, and the paths read with the sum of their stamps (and
+// their ownerless sum, for a standby machine, see maskWatch).
 type maskCache struct {
-	key, sum string
-	masks    []string
-	watch    []string
+	key, sum, ownerless string
+	masks               []string
+	watch               []string
 }
 
 // encode lays the cache out as NUL-separated fields (no path holds a
-// NUL): the magic, the key, the sum, the number of masks, the masks and
-// the watched paths. It reads back far faster than JSON.
+// NUL): the magic, the key, the sum, the ownerless sum, the number of
+// masks, the masks and the watched paths. It reads back far faster than
+// JSON.
 func (c maskCache) encode() []byte {
 	var b []byte
-	for _, f := range []string{maskCacheMagic, c.key, c.sum, strconv.Itoa(len(c.masks))} {
+	for _, f := range []string{maskCacheMagic, c.key, c.sum, c.ownerless, strconv.Itoa(len(c.masks))} {
 		b = append(append(b, f...), 0)
 	}
 	for _, f := range slices.Concat(c.masks, c.watch) {
@@ -454,15 +467,15 @@ func (c maskCache) encode() []byte {
 // decodeMaskCache reads what encode wrote.
 func decodeMaskCache(b []byte) (maskCache, bool) {
 	fields := strings.Split(string(b), "\x00")
-	if len(fields) < 5 || fields[0] != maskCacheMagic || fields[len(fields)-1] != "" {
+	if len(fields) < 6 || fields[0] != maskCacheMagic || fields[len(fields)-1] != "" {
 		return maskCache{}, false
 	}
 	fields = fields[:len(fields)-1]
-	n, err := strconv.Atoi(fields[3])
-	if err != nil || n < 0 || 4+n > len(fields) {
+	n, err := strconv.Atoi(fields[4])
+	if err != nil || n < 0 || 5+n > len(fields) {
 		return maskCache{}, false
 	}
-	return maskCache{key: fields[1], sum: fields[2], masks: fields[4 : 4+n], watch: fields[4+n:]}, true
+	return maskCache{key: fields[1], sum: fields[2], ownerless: fields[3], masks: fields[5 : 5+n], watch: fields[5+n:]}, true
 }
 
 // cachedMasks returns compute's result, cached in file under key and the
@@ -472,13 +485,13 @@ func decodeMaskCache(b []byte) (maskCache, bool) {
 // directory, or deleting the cache, picks it up.)
 func cachedMasks(file, key string, compute func(*stamps) []string) []string {
 	if b, err := os.ReadFile(file); err == nil {
-		if c, ok := decodeMaskCache(b); ok && c.key == key && c.sum == stampSum(c.watch) {
+		if c, ok := decodeMaskCache(b); ok && c.key == key && c.sum == stampSum(c.watch, true) {
 			return c.masks
 		}
 	}
 	st := newStamps()
 	masks := compute(st)
-	_ = writeFileAtomic(file, maskCache{key: key, sum: st.sum(), masks: masks, watch: st.watch}.encode())
+	_ = writeFileAtomic(file, maskCache{key: key, sum: st.sum(), ownerless: st.ownerlessSum(), masks: masks, watch: st.watch}.encode())
 	return masks
 }
 
@@ -570,6 +583,9 @@ type maskState struct {
 	// check is the latest check started (nil: none needed); a start
 	// confirms with the latest, which began no earlier than its own.
 	check *maskCheck
+	// cached is the digest (cacheDigest) of the cache file the masks
+	// were read from; 0 when they were computed instead.
+	cached uint64
 }
 
 // maskCheck is one check of the host's secrets, in the background.
@@ -610,11 +626,13 @@ func (p *Provider) withStateMasks(masks []string) []string {
 
 // loadMasks sets p.masks before the first machine (or weak-mode init) is
 // configured, so that a CLI run that starts none never looks at the
-// host's secrets; it then starts the check that lateMasks waits for.
-// Only root's scan is large enough to be worth checking in the
-// background; every other start computes its masks (or checks the cache)
-// on the spot.
-func (p *Provider) loadMasks(since time.Time) {
+// host's secrets; it then starts the check that lateMasks waits for,
+// unless vouched is the digest of the cache p.masks came from: a claimed
+// standby machine found that cache current and has watched the host
+// since (see maskWatch). Only root's scan is large enough to be worth
+// checking in the background; every other start computes its masks (or
+// checks the cache) on the spot.
+func (p *Provider) loadMasks(since time.Time, vouched uint64) {
 	background := p.uid == 0 && !p.weak
 	checked := false
 	p.mask.once.Do(func() {
@@ -623,6 +641,7 @@ func (p *Provider) loadMasks(since time.Time) {
 			if b, err := os.ReadFile(filepath.Join(p.dir, maskCacheFile)); err == nil {
 				if c, ok := decodeMaskCache(b); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.layers) {
 					p.masks = p.withStateMasks(slices.Clone(c.masks))
+					p.mask.cached = cacheDigest(b)
 					return
 				}
 			}
@@ -630,7 +649,7 @@ func (p *Provider) loadMasks(since time.Time) {
 		p.masks = p.currentMasks()
 		checked = true
 	})
-	if !background || checked {
+	if !background || checked || p.vouchedFor(vouched) {
 		return
 	}
 	p.mask.mu.Lock()
@@ -649,12 +668,22 @@ func (p *Provider) loadMasks(since time.Time) {
 	p.mask.mu.Unlock()
 }
 
+// vouchedFor says whether vouched is the digest of the cache p.masks came
+// from (see loadMasks).
+func (p *Provider) vouchedFor(vouched uint64) bool {
+	return vouched != 0 && vouched == p.mask.cached
+}
+
 // lateMasks waits for the latest check of the host's secrets and returns
 // what it found that cfg.Masks, read from the cache, lacks: a secret made
 // on the host since the cache was written. The machine's init builds its
 // root meanwhile, and masks these before it starts any process (see
-// machineGate).
-func (p *Provider) lateMasks(cfg *initConfig) []string {
+// machineGate). A start whose standby vouched for the cache (see
+// loadMasks) has nothing to wait for.
+func (p *Provider) lateMasks(cfg *initConfig, vouched uint64) []string {
+	if p.vouchedFor(vouched) {
+		return nil
+	}
 	p.mask.mu.Lock()
 	c := p.mask.check
 	p.mask.mu.Unlock()

@@ -3,9 +3,11 @@
 package local
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -148,6 +150,13 @@ func runStandby(cfg *initConfig) int {
 	if err != nil {
 		return fail(err)
 	}
+	// Root's starts check the host's secrets, which this one watches from
+	// now on (see maskWatch).
+	watch := noMaskWatch()
+	if cfg.Nice {
+		watch = watchMasks(own[1])
+	}
+	defer watch.close()
 	if err := sb.awaitNet(); err != nil {
 		return fail(err)
 	}
@@ -161,6 +170,7 @@ func runStandby(cfg *initConfig) int {
 	sb.key = spareKey{}
 	sb.first = sb.m.startSpareHeld(sb.key, sb.release)
 	// Ready: claims may come.
+	watch.wait()
 	ready := strings.TrimSuffix(cfg.Socket, ".wait") + ".sock"
 	if err := unix.Renameat(own[1], cfg.Socket, own[1], ready); err != nil {
 		return fail(fmt.Errorf("announce the standby machine: %w", err))
@@ -169,7 +179,11 @@ func runStandby(cfg *initConfig) int {
 	if err != nil {
 		return 0 // unclaimed: nothing to report, and nobody to report it to
 	}
-	if err := takeClaim(conn); err != nil {
+	err = takeClaim(conn, watch.vouch())
+	// Later, off the start's way: an inotify instance's end waits for
+	// an RCU grace period and frees its marks one by one (milliseconds).
+	time.AfterFunc(standbyTick, watch.close)
+	if err != nil {
 		return fail(err)
 	}
 	return runConfigured(os.NewFile(ctlFD, "control"), os.NewFile(statusFD, "status"), sb)
@@ -271,14 +285,15 @@ func awaitClaim(lnFD, dirFD, exeFD int, idle time.Duration) (*net.UnixConn, erro
 	return nil, errors.New("unclaimed")
 }
 
-// takeClaim says to the claiming host that this init is its, receives
-// the descriptors a fresh machine init has (control, status, the
-// machine's listening socket, its work slot and its state directory) and
-// puts them where a fresh init has them.
-func takeClaim(c *net.UnixConn) error {
+// takeClaim says to the claiming host that this init is its (and which
+// masks cache its watch vouches for, see maskWatch), receives the
+// descriptors a fresh machine init has (control, status, the machine's
+// listening socket, its work slot and its state directory) and puts them
+// where a fresh init has them.
+func takeClaim(c *net.UnixConn, vouched uint64) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(claimTimeout))
-	if _, err := c.Write([]byte{claimByte}); err != nil {
+	if _, err := c.Write(claimAnswer(vouched)); err != nil {
 		return fmt.Errorf("answer the claim: %w", err)
 	}
 	buf := make([]byte, 1)
@@ -712,17 +727,18 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 		return abandon()
 	}
 	_ = c.SetDeadline(time.Now().Add(claimTimeout))
-	b := make([]byte, 1)
-	if _, err := c.Read(b); err != nil || b[0] != claimByte {
+	b := make([]byte, len(claimAnswer(0)))
+	if _, err := io.ReadFull(c, b); err != nil || b[0] != claimByte {
 		return abandon()
 	}
 	if _, _, err := c.WriteMsgUnix([]byte{claimByte}, unix.UnixRights(fdsOf(files)...), nil); err != nil {
 		return abandon()
 	}
 	return &initProc{
-		pid:    pid,
-		start:  start,
-		joined: func() error { return nil },
+		pid:     pid,
+		start:   start,
+		vouched: binary.LittleEndian.Uint64(b[1:]),
+		joined:  func() error { return nil },
 		kill: func() {
 			_ = killRecorded(rec)
 			removeDirs(dirs)

@@ -279,3 +279,69 @@ func exiting(pid int) bool {
 	const pfExiting = 0x4 // PF_EXITING, include/linux/sched.h
 	return err != nil || flags&pfExiting != 0
 }
+
+// TestStandbyVouchesForMasks: as root, a start that claims a standby
+// machine whose watch saw no change since it checked the masks cache (see
+// maskWatch) runs no check of its own; a secret the host makes while a
+// standby waits is masked all the same: the watch saw it, and the start
+// checks.
+func TestStandbyVouchesForMasks(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Logf("only root's starts check the host's secrets beside the start")
+		return
+	}
+	p := newTestProvider(t)
+	if !p.standbyOn() {
+		t.Logf("no standby machines here (%s)", p.cg.describe())
+		return
+	}
+	id := newSandbox(t, p, providers.Spec{}) // its start writes the cache
+	stopSandbox(t, p, id)
+	// start runs a command in the stopped sandbox from a new provider (a
+	// new CLI, which reads the cache) once a standby waits, and says
+	// whether the start checked the host.
+	start := func(cmd string) (result, bool) {
+		t.Helper()
+		p.standbyNow()
+		waitStandby(t, p)
+		q, err := New(providers.Config{StateDir: filepath.Dir(p.dir)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		r := run(t, q, id, cmd)
+		q.mask.mu.Lock()
+		checked := q.mask.check != nil
+		q.mask.mu.Unlock()
+		stopSandbox(t, p, id)
+		return r, checked
+	}
+	// Another test may change a watched directory meanwhile (they plant
+	// secrets in /etc): a start that checked tries again.
+	vouched := false
+	for range 3 {
+		r, checked := start("echo ok")
+		if r.stdout != "ok\n" || r.code != 0 {
+			t.Fatalf("a command in the claimed machine: exit %d, %q %q", r.code, r.stdout, r.stderr)
+		}
+		if !checked {
+			vouched = true
+			break
+		}
+	}
+	if !vouched {
+		t.Errorf("every start claiming a standby checked the host's secrets; want one vouched for")
+	}
+	p.standbyNow()
+	waitStandby(t, p)
+	secret := filepath.Join("/etc", "sandbox-watched-"+token(t))
+	plantFile(t, secret, "watched secret\n", 0o600)
+	t.Cleanup(func() { os.Remove(secret) })
+	r, checked := start("cat " + secret)
+	if strings.Contains(r.stdout+r.stderr, "watched secret") || r.code == 0 && r.stdout != "" {
+		t.Errorf("a secret made while a standby waited: exit %d, %q %q, want it masked", r.code, r.stdout, r.stderr)
+	}
+	if !checked {
+		t.Errorf("the start after a secret was made did not check the host")
+	}
+}
