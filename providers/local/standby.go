@@ -180,9 +180,10 @@ func runStandby(cfg *initConfig) int {
 		return 0 // unclaimed: nothing to report, and nobody to report it to
 	}
 	err = takeClaim(conn, watch.vouch())
-	// Later, off the start's way: an inotify instance's end waits for
-	// an RCU grace period and frees its marks one by one (milliseconds).
-	time.AfterFunc(standbyTick, watch.close)
+	// Beside the start, not at the machine's end, where a delete would
+	// wait for it: an inotify instance's end frees its marks one by one
+	// (~1 µs each) and waits for an RCU grace period.
+	go watch.close()
 	if err != nil {
 		return fail(err)
 	}
