@@ -40,7 +40,7 @@
 # STANDBY_GAP (250ms: a standby machine is ready ~150 ms after the start that asked for it),
 # INPROC_RUNS (iterations of the in-process benchmarks, 300: a few dozen
 # leave the pool's start-up in the mean), SIZE_MB (1024), ROUNDS (concurrent rounds, 3), GAP (50ms), IDLE (seconds
-# before the idle measure, 40: runners unused for 30 s are dropped, then the init pages out its code).
+# before the idle measure, 40: runners unused for 30 s are dropped, then the init unmaps its code).
 # It installs what it needs (apt: bubblewrap, time, socat, ripgrep; npm ci
 # in bench/ for srt), builds the CLI the way the release does (static,
 # CGO_ENABLED=0), keeps its sandboxes in a private state directory and

@@ -303,7 +303,7 @@ func (m *machine) park(key spareKey, sp *spare) {
 func (m *machine) dropSpares() {
 	if m.releaseSpares() {
 		debug.FreeOSMemory()
-		pageOutCode()
+		unmapCode()
 	}
 }
 
@@ -326,13 +326,16 @@ func (m *machine) releaseSpares() bool {
 	return released
 }
 
-// pageOutCode asks the kernel to reclaim the pages of the init's
-// read-only file mappings (its binary's code and constant data), which
-// its start and operations touched: an idle machine then holds little
-// more than its heap. MADV_PAGEOUT keeps every page's content (nothing is
-// thrown away that was written); what the init uses again is read back
-// from the page cache.
-func pageOutCode() {
+// unmapCode unmaps the pages of the init's read-only file mappings (its
+// binary's code and constant data), which its start and operations
+// touched: an idle machine then holds little more than its heap. The
+// mappings are private and never written, so MADV_DONTNEED keeps their
+// content: what the init touches again comes back from the page cache,
+// which keeps the pages for the CLI's next run. (MADV_PAGEOUT, which also
+// drops them from the page cache, leaves every page resident that another
+// process maps too, and the standby machine and the other machines run
+// this binary: it left an idle sandbox's code resident.)
+func unmapCode() {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return
@@ -352,7 +355,7 @@ func pageOutCode() {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
+		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED)
 	}
 }
 
