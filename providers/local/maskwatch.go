@@ -23,8 +23,9 @@ import (
 // file it verified), and the start skips its own check. Anything the
 // watch cannot vouch for (a path it cannot watch, a symbolic link on the
 // way, a stamp that changed, an event, a full queue) leaves the start to
-// check as before. The standby announces itself ready only once its check
-// ended, either way. A change of the host's mounts, which no
+// check as before, and so does a claim that comes before the standby's
+// check ended (the standby does not wait for it to say it is ready: at
+// its low priority the check may take longer than a start waits). A change of the host's mounts, which no
 // inotify event reports, already keeps a start from claiming the standby
 // (see standbyKey).
 

@@ -304,6 +304,8 @@ func TestStandbyVouchesForMasks(t *testing.T) {
 		t.Helper()
 		p.standbyNow()
 		waitStandby(t, p)
+		// Ready before its watch's check ends, at the lowest priority.
+		time.Sleep(time.Second)
 		q, err := New(providers.Config{StateDir: filepath.Dir(p.dir)})
 		if err != nil {
 			t.Fatal(err)
@@ -334,6 +336,7 @@ func TestStandbyVouchesForMasks(t *testing.T) {
 	}
 	p.standbyNow()
 	waitStandby(t, p)
+	time.Sleep(time.Second)
 	secret := filepath.Join("/etc", "sandbox-watched-"+token(t))
 	plantFile(t, secret, "watched secret\n", 0o600)
 	t.Cleanup(func() { os.Remove(secret) })
