@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -333,4 +334,26 @@ func statusLine(b []byte, field string) string {
 		}
 	}
 	return ""
+}
+
+// TestCleanFileMappings: unmapCode takes the read-only private mappings
+// of a file that hold no page of their own, and leaves the rest: one whose
+// pages were written before it was made read-only (a loader's
+// relocations; the race detector's runtime has such), writable ones,
+// shared ones, anonymous ones.
+func TestCleanFileMappings(t *testing.T) {
+	mapping := func(header string, anon int) string {
+		return header + "\nSize:                 16 kB\nRss:                  16 kB\nAnonymous:      " + strconv.Itoa(anon) + " kB\nSwap:                  0 kB\n"
+	}
+	smaps := mapping("00400000-00402000 r--p 00000000 fe:00 42    /bin/x", 0) +
+		mapping("00402000-00500000 r-xp 00002000 fe:00 42    /bin/x", 0) +
+		mapping("00500000-00600000 r--p 00100000 fe:00 42    /bin/x", 8) +
+		mapping("00600000-00610000 rw-p 00200000 fe:00 42    /bin/x", 0) +
+		mapping("00610000-00620000 r--s 00000000 fe:00 43    /dev/shm/y", 0) +
+		mapping("7f0000000000-7f0000100000 r--p 00000000 00:00 0", 0) +
+		mapping("7f0000100000-7f0000101000 r--p 00000000 fe:00 44    /lib/z.so", 0)
+	want := [][2]uint64{{0x400000, 0x402000}, {0x402000, 0x500000}, {0x7f0000100000, 0x7f0000101000}}
+	if got := cleanFileMappings(smaps); !slices.Equal(got, want) {
+		t.Errorf("cleanFileMappings = %x, want %x", got, want)
+	}
 }

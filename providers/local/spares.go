@@ -328,35 +328,56 @@ func (m *machine) releaseSpares() bool {
 
 // unmapCode unmaps the pages of the init's read-only file mappings (its
 // binary's code and constant data), which its start and operations
-// touched: an idle machine then holds little more than its heap. The
-// mappings are private and never written, so MADV_DONTNEED keeps their
-// content: what the init touches again comes back from the page cache,
-// which keeps the pages for the CLI's next run. (MADV_PAGEOUT, which also
-// drops them from the page cache, leaves every page resident that another
-// process maps too, and the standby machine and the other machines run
-// this binary: it left an idle sandbox's code resident.)
+// touched: an idle machine then holds little more than its heap. A
+// private file mapping that was never written keeps its content through
+// MADV_DONTNEED: what the init touches again comes back from the page
+// cache, which keeps the pages for the CLI's next run. A mapping that
+// holds copies of its pages (Anonymous in smaps: written before it was
+// made read-only, as a loader's relocations are) is left alone:
+// MADV_DONTNEED would throw the copies away. (MADV_PAGEOUT, which also
+// drops pages from the page cache, leaves every page resident that
+// another process maps too, and the standby machine and the other
+// machines run this binary: it left an idle sandbox's code resident.)
 func unmapCode() {
-	maps, err := os.ReadFile("/proc/self/maps")
+	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return
 	}
-	for _, line := range strings.Split(string(maps), "\n") {
-		f := strings.Fields(line)
-		// address perms offset dev inode path
-		if len(f) < 6 || f[4] == "0" || strings.Contains(f[1], "w") {
-			continue
-		}
-		from, to, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(from, 16, 64)
-		end, err2 := strconv.ParseUint(to, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
-			continue
-		}
-		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED)
+	for _, m := range cleanFileMappings(string(smaps)) {
+		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(m[0]), uintptr(m[1]-m[0]), unix.MADV_DONTNEED)
 	}
+}
+
+// cleanFileMappings lists, from smaps, the address ranges of the
+// read-only private file mappings that hold no page of their own
+// (Anonymous: 0 kB).
+func cleanFileMappings(smaps string) [][2]uint64 {
+	var out [][2]uint64
+	var cur [2]uint64
+	candidate := false
+	for _, line := range strings.Split(smaps, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && strings.Contains(f[0], "-") && len(f[1]) == 4 {
+			// address perms offset dev inode [path]
+			candidate = false
+			from, to, ok := strings.Cut(f[0], "-")
+			start, err1 := strconv.ParseUint(from, 16, 64)
+			end, err2 := strconv.ParseUint(to, 16, 64)
+			if !ok || err1 != nil || err2 != nil || end <= start {
+				continue
+			}
+			candidate = f[4] != "0" && !strings.Contains(f[1], "w") && strings.HasSuffix(f[1], "p")
+			cur = [2]uint64{start, end}
+			continue
+		}
+		if candidate && len(f) >= 2 && f[0] == "Anonymous:" {
+			if f[1] == "0" {
+				out = append(out, cur)
+			}
+			candidate = false
+		}
+	}
+	return out
 }
 
 // kill ends a runner and releases it.
