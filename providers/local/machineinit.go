@@ -622,10 +622,16 @@ func openAt(dir *os.File, name string, flag int) (*os.File, error) {
 
 // readAt reads the file name in the directory dir.
 func readAt(dir *os.File, name string) ([]byte, error) {
-	f, err := openAt(dir, name, os.O_RDONLY)
+	return readAtFD(int(dir.Fd()), name)
+}
+
+// readAtFD reads the file name in the directory open as dirFD.
+func readAtFD(dirFD int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirFD, name, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	return io.ReadAll(f)
 }

@@ -5,8 +5,6 @@ package local
 import (
 	"encoding/binary"
 	"hash/fnv"
-	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -25,9 +23,9 @@ import (
 // way, a stamp that changed, an event, a full queue) leaves the start to
 // check as before, and so does a claim that comes before the standby's
 // check ended (the standby does not wait for it to say it is ready: at
-// its low priority the check may take longer than a start waits). A change of the host's mounts, which no
-// inotify event reports, already keeps a start from claiming the standby
-// (see standbyKey).
+// its low priority the check may take longer than a start waits). A
+// change of the host's mounts, which no inotify event reports, already
+// keeps a start from claiming the standby (see standbyKey).
 
 // maxMaskWatches bounds the paths a standby watches: a scan larger than
 // this is checked by each start, as before, rather than hold that many
@@ -48,22 +46,19 @@ const (
 
 // maskWatch is a standby init's watch over the paths of the cached scan.
 type maskWatch struct {
-	mu     sync.Mutex
-	fd     int // the inotify instance; -1 when closed or never opened
-	closed bool
-	// verified is the digest (cacheDigest) of the cache file whose stamps
-	// the watch found current once every watch was in place; 0 until then.
+	mu sync.Mutex
+	fd int // the inotify instance; -1 when closed or never opened
+	// cache is what verify watches and checks, and digest its file's
+	// digest (cacheDigest).
+	cache  maskCache
+	digest uint64
+	// verified is digest once verify found the stamps current with every
+	// watch in place; 0 until then.
 	verified atomic.Uint64
-	// done is closed once the check ended.
-	done chan struct{}
 }
 
 // noMaskWatch is a watch that vouches for nothing.
-func noMaskWatch() *maskWatch {
-	w := &maskWatch{fd: -1, done: make(chan struct{})}
-	close(w.done)
-	return w
-}
+func noMaskWatch() *maskWatch { return &maskWatch{fd: -1} }
 
 // cacheDigest is the digest a watch vouches for: FNV-1a of the cache
 // file's bytes, never 0 (0 says "nothing vouched for").
@@ -73,19 +68,12 @@ func cacheDigest(b []byte) uint64 {
 	return max(h.Sum64(), 1)
 }
 
-// watchMasks starts watching the paths of the masks cache of the provider
-// whose standby directory is dirFD (the cache lies beside it), and checks
-// them in the background (wait waits for the check). It never fails: a
-// watch that could not start vouches for nothing.
+// watchMasks opens a watch on the masks cache of the provider whose
+// standby directory is dirFD (the cache lies beside it), for verify. It
+// never fails: a watch that could not open vouches for nothing.
 func watchMasks(dirFD int) *maskWatch {
 	w := noMaskWatch()
-	fd, err := unix.Openat(dirFD, "../"+maskCacheFile, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return w
-	}
-	f := os.NewFile(uintptr(fd), maskCacheFile)
-	b, err := io.ReadAll(f)
-	f.Close()
+	b, err := readAtFD(dirFD, "../"+maskCacheFile)
 	if err != nil {
 		return w
 	}
@@ -97,34 +85,32 @@ func watchMasks(dirFD int) *maskWatch {
 	if err != nil {
 		return w
 	}
-	w.fd = in
-	w.done = make(chan struct{})
-	go func() {
-		defer close(w.done)
-		w.verify(c, cacheDigest(b))
-	}()
+	w.fd, w.cache, w.digest = in, c, cacheDigest(b)
 	return w
 }
 
-// wait returns once the check of the watched paths ended.
-func (w *maskWatch) wait() { <-w.done }
-
-// verify watches every path of c and the directories on their way, then
-// checks c's stamps (without owners, which this user namespace may not
-// show: a change of owner shows in a path's ctime, and once watched as an
-// event); when they hold, the watch vouches for digest.
-func (w *maskWatch) verify(c maskCache, digest uint64) {
-	for _, e := range c.watch {
-		var st unix.Stat_t
-		if len(e) > 1 && e[0] == stampPerms && (unix.Lstat(e[1:], &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK) {
-			return // watched through its parent only: no link
+// verify watches every path of the cache and the directories on their
+// way, then checks the cache's stamps (without owners, which this user
+// namespace may not show: a change of owner shows in a path's ctime, and
+// once watched as an event); when they hold, the watch vouches for the
+// cache. The standby runs it beside the rest of its start.
+func (w *maskWatch) verify() {
+	if w.digest == 0 {
+		return
+	}
+	for _, e := range w.cache.watch {
+		// Watched through its parent only: it must not be a link.
+		if len(e) > 1 && e[0] == stampPerms {
+			if _, ok := lstatNoLink(e[1:]); !ok {
+				return
+			}
 		}
 	}
-	for _, p := range watchedPaths(c.watch) {
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			// A path that does not exist cannot be watched, and a link
-			// resolves through directories nobody watches.
+	for _, p := range watchedPaths(w.cache.watch) {
+		// A path that does not exist cannot be watched, and a link
+		// resolves through directories nobody watches.
+		st, ok := lstatNoLink(p)
+		if !ok {
 			return
 		}
 		events := uint32(maskFileEvents)
@@ -135,10 +121,19 @@ func (w *maskWatch) verify(c maskCache, digest uint64) {
 			return
 		}
 	}
-	if c.ownerless == "" || stampSum(c.watch, false) != c.ownerless {
+	if w.cache.ownerless == "" || stampSum(w.cache.watch, false) != w.cache.ownerless {
 		return
 	}
-	w.verified.Store(digest)
+	w.verified.Store(w.digest)
+}
+
+// lstatNoLink is p's own state, when p exists and is not a symbolic link.
+func lstatNoLink(p string) (unix.Stat_t, bool) {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return st, false
+	}
+	return st, true
 }
 
 // watchedPaths are the paths of watch (stamps' entries: a kind, then the
@@ -179,7 +174,7 @@ func watchedPaths(watch []string) []string {
 func (w *maskWatch) add(p string, events uint32) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.fd < 0 {
 		return false
 	}
 	_, err := unix.InotifyAddWatch(w.fd, p, events)
@@ -195,7 +190,7 @@ func (w *maskWatch) vouch() uint64 {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.fd < 0 {
 		return 0
 	}
 	var buf [4096]byte
@@ -209,10 +204,6 @@ func (w *maskWatch) vouch() uint64 {
 func (w *maskWatch) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return
-	}
-	w.closed = true
 	if w.fd >= 0 {
 		unix.Close(w.fd)
 		w.fd = -1

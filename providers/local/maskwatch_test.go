@@ -55,13 +55,10 @@ func newMaskWatchTree(t *testing.T, extra ...string) *maskWatchTree {
 		t.Cleanup(func() { os.RemoveAll(base) })
 	}
 	tr := &maskWatchTree{dir: filepath.Join(base, "tree"), standby: filepath.Join(base, "prov", standbyDir)}
-	for _, d := range []string{"a/b", "p", "prov/" + standbyDir} {
-		if err := os.MkdirAll(filepath.Join(base, "tree", d), 0o755); err != nil && d != "prov/"+standbyDir {
+	for _, d := range []string{filepath.Join(tr.dir, "a/b"), filepath.Join(tr.dir, "p"), tr.standby} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := os.MkdirAll(tr.standby, 0o700); err != nil {
-		t.Fatal(err)
 	}
 	for _, f := range []string{"a/f", "file"} {
 		if err := os.WriteFile(filepath.Join(tr.dir, f), []byte("x"), 0o644); err != nil {
@@ -84,7 +81,7 @@ func newMaskWatchTree(t *testing.T, extra ...string) *maskWatchTree {
 	return tr
 }
 
-// watch starts a standby's watch on the tree and waits for its check.
+// watch starts a standby's watch on the tree and runs its check.
 func (tr *maskWatchTree) watch(t *testing.T) *maskWatch {
 	t.Helper()
 	fd, err := unix.Open(tr.standby, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -94,7 +91,7 @@ func (tr *maskWatchTree) watch(t *testing.T) *maskWatch {
 	defer unix.Close(fd)
 	w := watchMasks(fd)
 	t.Cleanup(w.close)
-	w.wait()
+	w.verify()
 	return w
 }
 

@@ -155,6 +155,7 @@ func runStandby(cfg *initConfig) int {
 	watch := noMaskWatch()
 	if cfg.Nice {
 		watch = watchMasks(own[1])
+		go watch.verify()
 	}
 	defer watch.close()
 	if err := sb.awaitNet(); err != nil {
