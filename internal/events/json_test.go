@@ -94,10 +94,10 @@ func encodings(t *testing.T, e Event) (got, want [2]string) {
 }
 
 // TestMarshalJSONMatchesEncodingJSON: the hand-written encoding (not a
-// fallback to reflection) is what encoding/json writes for the same fields, with every field set (by
-// reflection, so a field added later is covered), with each one set alone
-// (its omitempty), with none set, and for the values whose encoding has
-// rules of its own.
+// fallback to reflection) is what encoding/json writes for the same
+// fields, with every field set (by reflection, so a field added later is
+// covered), with each one set alone (its omitempty), with none set, and
+// for the values whose encoding has rules of its own.
 func TestMarshalJSONMatchesEncodingJSON(t *testing.T) {
 	cases := map[string]Event{"zero": {}, "only time": {Time: time.Unix(0, 1).UTC()}}
 	for seed := range 12 {
