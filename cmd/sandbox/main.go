@@ -11,6 +11,9 @@ package main
 import (
 	"os"
 
+	// First: the program starts on one processor (see package procs).
+	_ "github.com/agentbox/sandbox/internal/procs/start"
+
 	"github.com/agentbox/sandbox/internal/cli"
 	"github.com/agentbox/sandbox/providers/all"
 	"github.com/agentbox/sandbox/providers/local"

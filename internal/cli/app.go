@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/sandbox/internal/config"
 	"github.com/agentbox/sandbox/internal/engine"
 	"github.com/agentbox/sandbox/internal/output"
+	"github.com/agentbox/sandbox/internal/procs"
 	"github.com/agentbox/sandbox/internal/tui"
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/setup"
@@ -63,6 +64,9 @@ type App struct {
 // files are usage errors (exit 2).
 func (a *App) init(cmd *cobra.Command) error {
 	a.cmd = cmd
+	if cmd.Annotations[allCPUs] == "true" {
+		procs.Default()
+	}
 	wd, err := a.deps.Getwd()
 	if err != nil {
 		return err

@@ -11,11 +11,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/agentbox/sandbox/internal/output"
@@ -238,6 +240,20 @@ func printsDocument(cmd *cobra.Command) bool {
 	return false
 }
 
+// allCPUs marks a command that serves or copies in parallel (the TUI, serve,
+// run, upload, download): it runs with the runtime's default GOMAXPROCS,
+// the others on the one processor the program starts with (package procs).
+const allCPUs = "all-cpus"
+
+// parallel marks cmd as allCPUs and returns it.
+func parallel(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[allCPUs] = "true"
+	return cmd
+}
+
 // needsEngine makes cmd build the engine (App.Engine) before it runs, for
 // a verb that uses it throughout.
 func (a *App) needsEngine(cmd *cobra.Command) *cobra.Command {
@@ -260,10 +276,11 @@ approval gate.
 
 A verb without --sandbox-id or --sandbox-label works on a fresh sandbox that is
 deleted afterwards (unless --keep).`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		Args:              cobra.NoArgs,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return app.init(cmd) },
+		SilenceErrors:              true,
+		SuggestionsMinimumDistance: 2,
+		SilenceUsage:               true,
+		Args:                       unknownVerb,
+		PersistentPreRunE:          func(cmd *cobra.Command, _ []string) error { return app.init(cmd) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !app.tuiTerminal() || app.bridge == nil {
 				cmd.SetOut(app.streams.Err)
@@ -273,6 +290,7 @@ deleted afterwards (unless --keep).`,
 			return app.runTUI(cmd)
 		},
 	}
+	parallel(root) // the TUI
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	f := root.PersistentFlags()
 	f.StringVarP(&g.provider, "sandbox", "s", "", "provider: local, e2b, daytona, runloop, modal (default from config, then $SANDBOX_PROVIDER, then local)")
@@ -301,22 +319,124 @@ deleted afterwards (unless --keep).`,
 	f.BoolVar(&g.auditRequired, "audit-required", false, "refuse (exit 1) every operation whose audit record cannot be written, instead of running it unaudited")
 
 	root.AddGroup(&cobra.Group{ID: "life", Title: "Lifecycle:"}, &cobra.Group{ID: "ops", Title: "Operations:"}, &cobra.Group{ID: "more", Title: "More:"})
-	for _, c := range []*cobra.Command{documentOutput(newCreateCmd(app)), app.needsEngine(newListCmd(app)), app.needsEngine(newInfoCmd(app)), app.needsEngine(newDeleteCmd(app)), app.needsEngine(documentOutput(newGcCmd(app))),
-		documentOutput(newStopCmd(app)), documentOutput(newStartCmd(app)), documentOutput(newPsCmd(app)), eventOutput(newKillCmd(app)), documentOutput(newLogsCmd(app))} {
-		c.GroupID = "life"
-		root.AddCommand(c)
+	vs := verbs(app)
+	// A call naming one of the verbs gets that verb alone: building the
+	// whole tree (and cobra's completion command) was a twentieth of a
+	// cold `sandbox exec`. Help, completion, an unknown verb or flag get
+	// all of them.
+	if v, ok := verbOf(vs, root.PersistentFlags(), app.args); ok {
+		vs = []verb{v}
+		root.CompletionOptions.DisableDefaultCmd = true
 	}
-	for _, c := range []*cobra.Command{eventOutput(documentOutputWhen(newExecCmd(app), "background")), eventOutput(newReadCmd(app)), eventOutput(newWriteCmd(app)), documentOutput(newEditCmd(app)), documentOutput(newLsCmd(app)), documentOutput(newGlobCmd(app)), documentOutput(newGrepCmd(app)), eventOutput(newUploadCmd(app)), eventOutput(newDownloadCmd(app)), eventOutput(newRunCmd(app)), eventOutput(newShellCmd(app))} {
-		c.GroupID = "ops"
-		root.AddCommand(c)
-	}
-	for _, c := range []*cobra.Command{newProvidersCmd(app), app.needsEngine(newServeCmd(app)), newVersionCmd(app), newExitCodesCmd(app)} {
-		c.GroupID = "more"
+	for _, v := range vs {
+		c := v.build()
+		c.GroupID = v.group
 		root.AddCommand(c)
 	}
 	root.SetHelpCommandGroupID("more")
 	root.SetCompletionCommandGroupID("more")
 	return root
+}
+
+// unknownVerb refuses the root's arguments (it has verbs, not arguments)
+// as a usage error that suggests the verbs it may have meant.
+func unknownVerb(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &UsageError{Err: errors.New(msg)}
+}
+
+// verb is one subcommand of the root: its name and aliases, its group in
+// the help, and how it is built.
+type verb struct {
+	names []string
+	group string
+	build func() *cobra.Command
+}
+
+// verbs are the root's subcommands, in the order of the help.
+func verbs(app *App) []verb {
+	v := func(group string, build func() *cobra.Command, names ...string) verb {
+		return verb{names: names, group: group, build: build}
+	}
+	return []verb{
+		v("life", func() *cobra.Command { return documentOutput(newCreateCmd(app)) }, "create"),
+		v("life", func() *cobra.Command { return app.needsEngine(newListCmd(app)) }, "list", "ls-sandboxes"),
+		v("life", func() *cobra.Command { return app.needsEngine(newInfoCmd(app)) }, "info"),
+		v("life", func() *cobra.Command { return app.needsEngine(newDeleteCmd(app)) }, "delete", "rm"),
+		v("life", func() *cobra.Command { return app.needsEngine(documentOutput(newGcCmd(app))) }, "gc"),
+		v("life", func() *cobra.Command { return documentOutput(newStopCmd(app)) }, "stop"),
+		v("life", func() *cobra.Command { return documentOutput(newStartCmd(app)) }, "start"),
+		v("life", func() *cobra.Command { return documentOutput(newPsCmd(app)) }, "ps"),
+		v("life", func() *cobra.Command { return eventOutput(newKillCmd(app)) }, "kill"),
+		v("life", func() *cobra.Command { return documentOutput(newLogsCmd(app)) }, "logs"),
+		v("ops", func() *cobra.Command { return eventOutput(documentOutputWhen(newExecCmd(app), "background")) }, "exec"),
+		v("ops", func() *cobra.Command { return eventOutput(newReadCmd(app)) }, "read"),
+		v("ops", func() *cobra.Command { return eventOutput(newWriteCmd(app)) }, "write"),
+		v("ops", func() *cobra.Command { return documentOutput(newEditCmd(app)) }, "edit"),
+		v("ops", func() *cobra.Command { return documentOutput(newLsCmd(app)) }, "ls"),
+		v("ops", func() *cobra.Command { return documentOutput(newGlobCmd(app)) }, "glob"),
+		v("ops", func() *cobra.Command { return documentOutput(newGrepCmd(app)) }, "grep"),
+		v("ops", func() *cobra.Command { return parallel(eventOutput(newUploadCmd(app))) }, "upload"),
+		v("ops", func() *cobra.Command { return parallel(eventOutput(newDownloadCmd(app))) }, "download"),
+		v("ops", func() *cobra.Command { return parallel(eventOutput(newRunCmd(app))) }, "run"),
+		v("ops", func() *cobra.Command { return eventOutput(newShellCmd(app)) }, "shell"),
+		v("more", func() *cobra.Command { return newProvidersCmd(app) }, "providers"),
+		v("more", func() *cobra.Command { return parallel(app.needsEngine(newServeCmd(app))) }, "serve"),
+		v("more", func() *cobra.Command { return newVersionCmd(app) }, "version"),
+		v("more", func() *cobra.Command { return newExitCodesCmd(app) }, "exit-codes"),
+	}
+}
+
+// verbOf finds the verb args name: their first argument that is neither
+// one of the root's flags nor such a flag's value. It fails on anything
+// else first: "--", a flag the root does not have (-h and --help among
+// them), a name no verb has.
+func verbOf(vs []verb, flags *pflag.FlagSet, args []string) (verb, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return verb{}, false
+		case strings.HasPrefix(a, "--"):
+			name, _, inline := strings.Cut(a[2:], "=")
+			f := flags.Lookup(name)
+			if f == nil {
+				return verb{}, false
+			}
+			if !inline && f.NoOptDefVal == "" {
+				i++ // its value
+			}
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			// Shorthands, several in one (-ye K=V) or one with its
+			// value attached (-slocal).
+			for k := 1; k < len(a); k++ {
+				f := flags.ShorthandLookup(a[k : k+1])
+				if f == nil {
+					return verb{}, false
+				}
+				if f.NoOptDefVal == "" {
+					if k == len(a)-1 {
+						i++ // its value
+					}
+					break
+				}
+			}
+		default:
+			for _, v := range vs {
+				if slices.Contains(v.names, a) {
+					return v, true
+				}
+			}
+			return verb{}, false
+		}
+	}
+	return verb{}, false
 }
 
 // RunSystem runs the program on the process's own arguments, streams and

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/agentbox/sandbox/internal/procs"
 	"io"
 	"math"
 	"os"
@@ -33,6 +34,7 @@ func MaybeRunInit() {
 	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != runnerArgv0) {
 		return
 	}
+	procs.Default()
 	// Everything the init does happens on this thread: the command is
 	// forked from it and inherits its (emptied) bounding set.
 	runtime.LockOSThread()
