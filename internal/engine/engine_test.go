@@ -657,3 +657,18 @@ func TestOpenTransient(t *testing.T) {
 		})
 	}
 }
+
+func TestNewRunID(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 10000 {
+		id := NewRunID()
+		if len(id) != 12 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("run id %q: want 12 hex digits", id)
+		}
+		if seen[id] {
+			t.Fatalf("run id %q repeated", id)
+		}
+		seen[id] = true
+	}
+}
