@@ -311,7 +311,7 @@ func TestOverlayPersistsAndHostUnchanged(t *testing.T) {
 		}
 	} else {
 		users := []string{""}
-		if p.uids.ranged() {
+		if p.host().uids.ranged() {
 			users = append(users, "root")
 		}
 		for _, u := range users {

@@ -917,7 +917,7 @@ print("sent")
 	})
 
 	t.Run("control-socket", func(t *testing.T) {
-		sock := filepath.Join(dir, machineSockName(p.identity))
+		sock := filepath.Join(dir, machineSockName())
 		if _, err := os.Stat(sock); err != nil {
 			t.Fatalf("the machine's socket is not at %s on the host: %v", sock, err)
 		}
@@ -947,7 +947,7 @@ for addr in sys.argv[1:]:
     finally:
         s.close()
 `
-		addrs := []string{"@" + machineSockName(p.identity), "@" + sock, sock, "/proc/1/fd/" + strconv.Itoa(machineListenFD)}
+		addrs := []string{"@" + machineSockName(), "@" + sock, sock, "/proc/1/fd/" + strconv.Itoa(machineListenFD)}
 		r := run(t, p, id, `python3 -c "$S" `+strings.Join(quoteAll(addrs), " "), func(r *providers.ExecRequest) {
 			r.Env = map[string]string{"S": script}
 		})
@@ -1082,7 +1082,7 @@ func TestDyingInitIsACrash(t *testing.T) {
 			}
 			if tc.deadSocket {
 				err := withDir(dir, func(short string) error {
-					ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + machineSockName(p.identity), Net: "unix"})
+					ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: short + "/" + machineSockName(), Net: "unix"})
 					if err != nil {
 						return err
 					}
@@ -1143,8 +1143,8 @@ func TestProcessLimitFull(t *testing.T) {
 		},
 		"exec": func() error { return run(t, p, id, "echo hi").err },
 	}
-	if !p.cg.controllers["pids"] {
-		t.Logf("no pids cgroup here (%s): the machine's own processes are not in the commands' count", p.cg.describe())
+	if !p.cg().controllers["pids"] {
+		t.Logf("no pids cgroup here (%s): the machine's own processes are not in the commands' count", p.cg().describe())
 		ops = nil
 	}
 	for name, op := range ops {
@@ -1191,8 +1191,8 @@ func TestCommandSignalsItsRunner(t *testing.T) {
 func TestMemoryFullSaysSo(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
-	if !p.cg.controllers["memory"] {
-		t.Logf("no memory cgroup here (%s): --memory is refused", p.cg.describe())
+	if !p.cg().controllers["memory"] {
+		t.Logf("no memory cgroup here (%s): --memory is refused", p.cg().describe())
 		return
 	}
 	ctx := context.Background()
@@ -1230,7 +1230,7 @@ func TestMemoryFullSaysSo(t *testing.T) {
 	if got := mustRun(t, p, id, "cat /tmp/mark"); got != "kept\n" {
 		t.Errorf("after the memory filled: /tmp/mark is %q", got)
 	}
-	if now := runningMachine(t, p, id).pid; now != init && p.cg.kind == cgroupV1 {
+	if now := runningMachine(t, p, id).pid; now != init && p.cg().kind == cgroupV1 {
 		t.Errorf("the machine's init was %d and is %d: filling the memory limit ended it", init, now)
 	}
 }

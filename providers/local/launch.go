@@ -133,7 +133,7 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	cfg.HomeSrc = p.homePath(dir)
 	cfg.Home = p.home
 	cfg.SharedNet = sharedNet
-	cfg.Links = p.links
+	cfg.Links = p.host().links
 	p.isolation(cfg, dir, slotN)
 	cfg.Trash = filepath.Join(p.dir, trashDir)
 	cfg.Spread = p.spread
@@ -141,9 +141,9 @@ func (p *Provider) fillConfig(dir string, slotN int, cfg *initConfig, sharedNet 
 	work := slotDir(p.dir, slotN)
 	cfg.Skel = filepath.Join(p.dir, skelDir)
 	cfg.RootLayer = mountLayer{Name: rootLayerName, Upper: filepath.Join(dir, upperDir, rootLayerName), Work: filepath.Join(work, rootLayerName)}
-	cfg.Layers = make([]mountLayer, len(p.layers))
+	cfg.Layers = make([]mountLayer, len(p.host().layers))
 	base, _ := p.etcBaseDir()
-	for i, l := range p.layers {
+	for i, l := range p.host().layers {
 		cfg.Layers[i] = mountLayer{Name: l.Name, Lower: l.Lower, Upper: filepath.Join(dir, upperDir, l.Name), Work: filepath.Join(work, l.Name)}
 		if l.Name == "etc" {
 			cfg.Layers[i].Base = base
@@ -157,7 +157,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 	if err := p.adoptLegacyLayout(dir); err != nil {
 		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
-	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
+	slotN, slot, err := acquireSlot(p.dir, p.host().layers, p.spread)
 	if err != nil {
 		return nil, fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
@@ -184,7 +184,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 	if cfg.Gated {
 		// The init builds its setting meanwhile, and waits for the
 		// start byte before it starts anything.
-		if _, err := p.cg.enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
+		if _, err := p.cg().enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
 			pr.kill()
 			if last, got := pr.finish(); got && last.Setup {
 				return nil, setupErr(id, last)

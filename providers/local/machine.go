@@ -87,9 +87,34 @@ const machineStopWait = 10 * time.Second
 const machineAttempts = 3
 
 // machineSockName is the init's socket in the sandbox directory. Its name
-// carries the identity of the binary and of the protocol, so that a CLI
-// never hands an operation to an init running other code.
-func machineSockName(identity string) string { return "machine-" + identity + ".sock" }
+// carries the version of the protocol, so that a CLI never hands an
+// operation to an init that speaks another (see machineVersion), and a
+// CLI of another build of the same version reaches the machine.
+func machineSockName() string { return machineSockPrefix + strconv.Itoa(machineVersion) + ".sock" }
+
+// machineSockPrefix begins the name of every version's socket.
+const machineSockPrefix = "machine-v"
+
+// otherVersion names the protocol of the socket of another version in the
+// sandbox directory dir ("" if there is none): a machine of that version
+// runs there. Versions before 4 named their sockets after the binary.
+func otherVersion(dir string) string {
+	names, err := filepath.Glob(filepath.Join(dir, "machine-*.sock"))
+	if err != nil {
+		return ""
+	}
+	for _, n := range names {
+		n = filepath.Base(n)
+		if n == machineSockName() {
+			continue
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSuffix(n, ".sock"), machineSockPrefix); ok {
+			return "machine protocol " + v
+		}
+		return "an earlier machine protocol"
+	}
+	return ""
+}
 
 // selfExe names this program's own executable.
 const selfExe = "/proc/self/exe"
@@ -236,7 +261,7 @@ func (p *Provider) dialMachine(dir string) (*net.UnixConn, error) {
 	var c *net.UnixConn
 	err := withDir(dir, func(short string) error {
 		var err error
-		c, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: short + "/" + machineSockName(p.identity), Net: "unix"})
+		c, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: short + "/" + machineSockName(), Net: "unix"})
 		return err
 	})
 	return c, err
@@ -316,16 +341,20 @@ func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 		c.Close()
 		return nil
 	}
-	// A recorded init that does not answer: another binary's, one that
-	// stops, or one that was killed and is still ending (its socket
-	// refuses connections while it waits for the sandbox's processes to
-	// end; a stop unlinks the socket first). It goes first (the lock
-	// keeps a new one from starting meanwhile).
+	// A recorded init that does not answer: one of another version
+	// (its socket has another name), one that stops, or one that was
+	// killed and is still ending (its socket refuses connections while it
+	// waits for the sandbox's processes to end; a stop unlinks the socket
+	// first). It goes first (the lock keeps a new one from starting
+	// meanwhile).
 	if _, alive := liveMachine(dir); alive {
+		other := otherVersion(dir)
 		if err := killMachineLocked(dir); err != nil {
 			return fmt.Errorf("local: sandbox %s: %w", id, err)
 		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		if other != "" {
+			p.notes.add(id, "sandbox "+id+" was running a machine of another version of sandbox ("+other+"; this one speaks "+strconv.Itoa(machineVersion)+"), which this one cannot talk to: it was stopped and started again with its files intact, but its processes and /tmp are gone")
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
 			_ = os.WriteFile(filepath.Join(dir, crashedFile), []byte(lastWords(dir)), 0o600)
 		}
 	} else if _, err := os.Stat(filepath.Join(dir, machinePidFile)); err == nil {
@@ -338,7 +367,7 @@ func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 		// The init is moved into cgroups: start the wait that move
 		// involves now (see prewarm). Only when one starts: a CLI
 		// whose warming write still waits cannot exit.
-		p.cg.prewarm()
+		p.cg().prewarm()
 	}
 	// The check of the host's secrets runs beside the rest of the start
 	// (see lateMasks); where a standby machine may be claimed, from the
@@ -355,11 +384,11 @@ func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 // machine.record). It is detached: its own session, no parent-death
 // signal, stdio on /dev/null.
 func (p *Provider) spawnMachine(dir, id string, m meta, since time.Time, transient bool) error {
-	sock := filepath.Join(dir, machineSockName(p.identity))
+	sock := filepath.Join(dir, machineSockName())
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local: sandbox %s: stale machine socket: %w", id, err)
 	}
-	lnFile, err := listenFile(dir, machineSockName(p.identity))
+	lnFile, err := listenFile(dir, machineSockName())
 	if err != nil {
 		return fmt.Errorf("local: sandbox %s: machine socket: %w", id, err)
 	}
@@ -406,7 +435,7 @@ func (p *Provider) initCmd(files []*os.File) *exec.Cmd {
 		Env:         machineEnv(),
 		Dir:         "/", // not the caller's directory, which it would pin
 		ExtraFiles:  files,
-		SysProcAttr: nsAttr(p.uids, p.gids, true),
+		SysProcAttr: nsAttr(p.host().uids, p.host().gids, true),
 	}
 	cmd.SysProcAttr.Setsid = true
 	return cmd
@@ -417,7 +446,7 @@ func (p *Provider) initCmd(files []*os.File) *exec.Cmd {
 // every process of the machine is born inside them and the limits bound
 // the whole sandbox.
 func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time.Time, transient bool) error {
-	slotN, slot, err := acquireSlot(p.dir, p.layers, p.spread)
+	slotN, slot, err := acquireSlot(p.dir, p.host().layers, p.spread)
 	if err != nil {
 		return fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
@@ -431,8 +460,8 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	if err := p.adoptLegacyLayout(dir); err != nil {
 		return fmt.Errorf("local: sandbox %s: %w", id, err)
 	}
-	cfg := &initConfig{Mode: modeMachine, Identity: p.identity, Resources: m.Resources, IdleNS: int64(m.autoStop()),
-		DefaultUser: m.User, SetID: p.uids.ranged()}
+	cfg := &initConfig{Mode: modeMachine, Resources: m.Resources, IdleNS: int64(m.autoStop()),
+		DefaultUser: m.User, SetID: p.host().uids.ranged()}
 	shared, err := sharedNetwork(m.Network, providers.NetworkDefault)
 	if err != nil {
 		return err
@@ -460,7 +489,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	if err != nil {
 		return err
 	}
-	cfg.CgroupRoot, cfg.WorkCgroups = p.cg.root, starting.work
+	cfg.CgroupRoot, cfg.WorkCgroups = p.cg().root, starting.work
 	// The configuration is completed while the init starts (the masks
 	// read from their cache, among others).
 	p.fillConfig(dir, slotN, cfg, shared, since, starting.vouched)
@@ -548,8 +577,8 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 	cmd := p.initCmd(files)
 	// The sandbox's cgroups are made while the init starts.
 	name := id + "-" + machineCgroup
-	limits := p.cg.machineFiles(res)
-	cg := p.cg.prepare(name, limits)
+	limits := p.cg().machineFiles(res)
+	cg := p.cg().prepare(name, limits)
 	if err := cmd.Start(); err != nil {
 		cg.abandon()
 		return nil, startError(id, err)
@@ -571,7 +600,7 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 		joinedSet, joinErr = cg.join(pid)
 		close(joining)
 	}()
-	ip := &initProc{pid: pid, work: p.cg.workFiles(limits, name)}
+	ip := &initProc{pid: pid, work: p.cg().workFiles(limits, name)}
 	ip.kill = func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -596,7 +625,7 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 	// An unprivileged user's subordinate ranges, which only newuidmap
 	// and newgidmap may write (see nsAttr): the init waits for its
 	// configuration before it needs its ids.
-	if err := writeIDMaps(pid, p.uids, p.gids); err != nil {
+	if err := writeIDMaps(pid, p.host().uids, p.host().gids); err != nil {
 		ip.kill()
 		return nil, &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: "sandbox " + id,
 			Msg: "map the sandbox's ids: " + err.Error(), Err: err}
@@ -791,8 +820,8 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 // operation (it was stopping): nothing ran.
 func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
 	pr := &proc{id: id, dir: dir, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
-	if cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"] {
-		mem := p.cg.limitDir("memory", id+"-"+machineCgroup)
+	if cfg.Resources.MemoryMB > 0 && p.cg().controllers["memory"] {
+		mem := p.cg().limitDir("memory", id+"-"+machineCgroup)
 		before := oomKills(mem)
 		pr.oomKilled = func() bool { return oomKills(mem) > before }
 	}
@@ -907,10 +936,10 @@ const makeRoom = "end some of its processes (sandbox ps, sandbox kill) or stop i
 // processRoom says how full the process limit of sandbox id is, for an
 // operation the machine could start no process for.
 func (p *Provider) processRoom(id string) string {
-	if !p.cg.controllers["pids"] {
+	if !p.cg().controllers["pids"] {
 		return "the sandbox may be at its process limit: " + makeRoom
 	}
-	dir := p.cg.limitDir("pids", id+"-"+machineCgroup)
+	dir := p.cg().limitDir("pids", id+"-"+machineCgroup)
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return strings.TrimSpace(string(b))
@@ -967,7 +996,7 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 	// these cgroups.
 	if lock, err := lockFile(dir, machineLock, unix.LOCK_EX); err == nil {
 		if _, alive := liveMachine(dir); !alive {
-			p.cg.removeSandbox(id)
+			p.cg().removeSandbox(id)
 		}
 		lock.Close()
 	}

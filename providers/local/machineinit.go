@@ -102,8 +102,13 @@ type machineReply struct {
 }
 
 // machineVersion changes whenever the machine's protocol or the runners'
-// setup change meaning; it is part of the init's socket name.
-const machineVersion = 3
+// setup change meaning. It names the init's socket (machineSockName): a
+// CLI of another build of the same version talks to a running machine,
+// which an upgrade of the binary so leaves running; a CLI of another
+// version stops it and starts it again. TestWireShape fails until it is
+// changed with the shape of the messages; a change of what a field means,
+// or of the order a message is encoded in, must change it too.
+const machineVersion = 4
 
 // maxMachineRequest bounds the size of one request.
 const maxMachineRequest = 1 << 16
@@ -533,7 +538,7 @@ func (m *machine) retire(force bool) bool {
 		var pid int
 		if _, err := fmt.Sscanf(string(b), "%d", &pid); err == nil && pid == m.cfg.HostPID {
 			_ = unix.Unlinkat(int(m.dir.Fd()), machinePidFile, 0)
-			_ = unix.Unlinkat(int(m.dir.Fd()), machineSockName(m.cfg.Identity), 0)
+			_ = unix.Unlinkat(int(m.dir.Fd()), machineSockName(), 0)
 		}
 	}
 	m.ln.Close()

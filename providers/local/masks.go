@@ -561,7 +561,7 @@ func withoutShadow(masks []string) []string {
 
 // hasEtc tells whether the host's /etc is one of the sandbox's layers.
 func (p *Provider) hasEtc() bool {
-	for _, l := range p.layers {
+	for _, l := range p.host().layers {
 		if l.Name == "etc" {
 			return true
 		}
@@ -610,12 +610,12 @@ func maskCacheKey(uid int, home string, layers []layer) string {
 // currentMasks are the masks the host needs now, through the cache, with
 // the state directories.
 func (p *Provider) currentMasks() []string {
-	return p.withStateMasks(providerMasks(p.dir, p.layers, p.uid, p.hostHome))
+	return p.withStateMasks(providerMasks(p.dir, p.host().layers, p.uid, p.hostHome))
 }
 
 // withStateMasks adds the state directories (stateMasks) to masks.
 func (p *Provider) withStateMasks(masks []string) []string {
-	for _, m := range stateMasks(p.layers, p.stateDir, p.dir) {
+	for _, m := range stateMasks(p.host().layers, p.stateDir, p.dir) {
 		if !slices.Contains(masks, m) {
 			masks = append(masks, m)
 		}
@@ -639,7 +639,7 @@ func (p *Provider) loadMasks(since time.Time, vouched uint64) {
 		_ = os.Remove(filepath.Join(p.dir, oldMaskCacheFile))
 		if background {
 			if b, err := os.ReadFile(filepath.Join(p.dir, maskCacheFile)); err == nil {
-				if c, ok := decodeMaskCache(b); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.layers) {
+				if c, ok := decodeMaskCache(b); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.host().layers) {
 					p.masks = p.withStateMasks(slices.Clone(c.masks))
 					p.mask.cached = cacheDigest(b)
 					return

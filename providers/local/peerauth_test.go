@@ -35,7 +35,7 @@ func TestMachineRefusesOtherUsers(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
 	mustRun(t, p, id, "true")
-	sock := filepath.Join(p.dir, id, machineSockName(p.identity))
+	sock := filepath.Join(p.dir, id, machineSockName())
 	// The path itself is the user's alone.
 	for _, d := range []string{p.dir, filepath.Dir(sock)} {
 		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o077 != 0 {

@@ -121,11 +121,10 @@ type initConfig struct {
 	File *fileRequest
 
 	// Machine mode: how long the machine stays without operations
-	// before it stops (0: until stopped), the identity in its socket's
-	// name, and its pid and start time as the host sees them (its
-	// record, machinePidFile, which it writes itself).
+	// before it stops (0: until stopped), and its pid and start time as
+	// the host sees them (its record, machinePidFile, which it writes
+	// itself).
 	IdleNS    int64
-	Identity  string
 	HostPID   int
 	HostStart uint64
 

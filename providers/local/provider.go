@@ -71,19 +71,19 @@ type Provider struct {
 	dir string
 	// uid and gid are the invoking user's ids, mapped 1:1 into the sandbox.
 	uid, gid int
-	// uids and gids are the sandbox's id mappings (see idMapping).
-	uids, gids idMapping
 	// home is the home directory inside the sandbox.
 	home string
-	// layers are the host system directories overlaid read-only.
-	layers []layer
-	// links are host top-level symlinks reproduced in the new root
-	// (merged-/usr systems: /bin -> usr/bin, ...).
-	links []link
+	// host is what the provider learns of the host to build machines,
+	// found when first needed (see hostFacts); cg, what this host lets
+	// it do with cgroups, too.
+	host func() *hostFacts
+	cg   func() *cgroups
 	// exe is the program started as the sandboxes' inits (and so their
 	// runners) and as reapers: this one (/proc/self/exe) unless
-	// RegistrationWith named another build of it; identity names the
-	// machines it starts (exeIdentity).
+	// RegistrationWith named another build of it; identity names its
+	// standby machines (exeIdentity), which only a start by the same
+	// build claims. A running machine is reached by any build of its
+	// protocol version (machineSockName).
 	exe, identity string
 	// spread says that the file system spreads the directories made in
 	// dir and in the work slots across its block groups (see
@@ -94,8 +94,6 @@ type Provider struct {
 	trashed atomic.Bool
 	// bg is work started beside the callers' (reapers, cgroups).
 	bg background
-	// cg is what this host lets the provider do with cgroups.
-	cg cgroups
 	// masks are host paths hidden in every sandbox (see hostMasks and
 	// stateMasks), set by loadMasks when a machine first starts; mask
 	// is the rest of that work (see maskState).
@@ -139,12 +137,32 @@ func New(cfg providers.Config) (*Provider, error) {
 		standby: cfg.Lookup(standbyEnvVar) != "0"}
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
-	p.uids, p.gids = hostIDMappings(p.uid, p.gid)
-	p.layers, p.links = hostLayout("/")
-	p.cg = detectCgroups()
+	p.host = sync.OnceValue(func() *hostFacts { return findHostFacts(p.uid, p.gid) })
+	p.cg = sync.OnceValue(func() *cgroups { c := detectCgroups(); return &c })
 	p.hostHome = os.Getenv("HOME")
 	p.stateDir = cfg.StateDir
 	return p, nil
+}
+
+// hostFacts are what the provider learns of the host to build machines.
+// An operation on a running machine needs none of it, so it is found when
+// first needed: at every CLI call it was a fiftieth of a cold exec.
+type hostFacts struct {
+	// uids and gids are the sandbox's id mappings (see idMapping).
+	uids, gids idMapping
+	// layers are the host system directories overlaid read-only.
+	layers []layer
+	// links are host top-level symlinks reproduced in the new root
+	// (merged-/usr systems: /bin -> usr/bin, ...).
+	links []link
+}
+
+// findHostFacts learns them for the invoking user's ids.
+func findHostFacts(uid, gid int) *hostFacts {
+	h := &hostFacts{}
+	h.uids, h.gids = hostIDMappings(uid, gid)
+	h.layers, h.links = hostLayout("/")
+	return h
 }
 
 // Close waits for the work started beside its callers (see background),
@@ -350,7 +368,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if p.weak && p.uid == 0 {
 		return providers.Info{}, providers.Errorf(providers.ErrUnavailable, Name, "create", "%s=1 (the weak mode) is only for unprivileged users: without a user namespace root would read every file of the host; enable user namespaces instead", weakEnvVar)
 	}
-	if err := p.cg.check(spec.Resources); err != nil {
+	if err := p.cg().check(spec.Resources); err != nil {
 		return providers.Info{}, err
 	}
 	if p.weak && spec.Resources.DiskMB > 0 {
@@ -368,7 +386,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	// The machine's init is moved into cgroups, unless it is a standby
 	// one: start the wait that move involves now (see prewarm).
 	if !p.haveStandby() {
-		p.cg.prewarm()
+		p.cg().prewarm()
 	}
 
 	switch spec.Network {
@@ -436,7 +454,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 // populate creates the directory skeleton of a new sandbox.
 func (p *Provider) populate(dir string) error {
 	dirs := []string{workspacePath(dir), p.homePath(dir)}
-	for _, l := range p.layers {
+	for _, l := range p.host().layers {
 		dirs = append(dirs, filepath.Join(dir, upperDir, l.Name))
 	}
 	for _, d := range dirs {
@@ -455,7 +473,7 @@ func (p *Provider) populate(dir string) error {
 	if base, _ := p.etcBaseDir(); base != "" {
 		return nil
 	}
-	for _, l := range p.layers {
+	for _, l := range p.host().layers {
 		if l.Name == "etc" {
 			if err := os.WriteFile(filepath.Join(dir, upperDir, "etc", "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
 				return err
@@ -472,7 +490,7 @@ func (p *Provider) populate(dir string) error {
 // (create --user) to them; copies of the invoking user's belong to an id
 // mapped inside, which its root may write.
 func (p *Provider) ownAccounts(dir string) error {
-	if p.uid == 0 || !p.uids.ranged() || !slices.ContainsFunc(p.layers, func(l layer) bool { return l.Name == "etc" }) {
+	if p.uid == 0 || !p.host().uids.ranged() || !slices.ContainsFunc(p.host().layers, func(l layer) bool { return l.Name == "etc" }) {
 		return nil
 	}
 	for _, name := range []string{"passwd", "group"} {
@@ -600,6 +618,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
 	// Every process of the sandbox is gone: its cgroups can go.
-	p.cg.removeSandbox(id)
+	p.cg().removeSandbox(id)
 	return nil
 }

@@ -130,7 +130,7 @@ func (p *Provider) startReaper(trash string) {
 	// An unprivileged user's sandboxes that map subordinate ids hold
 	// files of those ids, which the user may not remove: the reaper
 	// then works in a user namespace of the same mapping, where it may.
-	mapped := p.uid != 0 && p.uids.ranged() && p.uids.tool != ""
+	mapped := p.uid != 0 && p.host().uids.ranged() && p.host().uids.tool != ""
 	if mapped {
 		cmd.SysProcAttr.Cloneflags = unix.CLONE_NEWUSER
 		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER}
@@ -144,7 +144,7 @@ func (p *Provider) startReaper(trash string) {
 	_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, reaperNice)
 	if mapped {
 		// On failure the reaper, unmapped, removes what the user may.
-		_ = writeIDMaps(cmd.Process.Pid, p.uids, p.gids)
+		_ = writeIDMaps(cmd.Process.Pid, p.host().uids, p.host().gids)
 	}
 	// A long-lived caller (the TUI, serve) reaps it; a short one exits
 	// first and leaves it to the system.

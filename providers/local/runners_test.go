@@ -140,7 +140,7 @@ func TestRunnersPerUser(t *testing.T) {
 	// without subordinate ids the sandbox maps that id alone.
 	me := strconv.Itoa(os.Getuid())
 	users := map[string]string{"root": "0", "nobody": "65534", "": me}
-	if !p.uids.ranged() {
+	if !p.host().uids.ranged() {
 		users = map[string]string{me: me, "": me}
 	}
 	for i := range 6 {

@@ -304,8 +304,8 @@ func checkSubordinateIDs(t *testing.T, mode string) {
 		t.Errorf("the default user: %q, want uid and gid %d, %d", got, uid, os.Getgid())
 	}
 	if mode == "none" {
-		if p.uids.ranged() || p.gids.ranged() {
-			t.Fatalf("without subordinate ids the sandbox maps %+v, %+v", p.uids, p.gids)
+		if p.host().uids.ranged() || p.host().gids.ranged() {
+			t.Fatalf("without subordinate ids the sandbox maps %+v, %+v", p.host().uids, p.host().gids)
 		}
 		for _, user := range []string{"0", o} {
 			_, err := p.Exec(ctx, id, providers.ExecRequest{Shell: "true", User: user})
@@ -328,8 +328,8 @@ func checkSubordinateIDs(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.uids.ranged() || !p.gids.ranged() {
-		t.Errorf("with subordinate ids the sandbox maps %+v, %+v", p.uids, p.gids)
+	if !p.host().uids.ranged() || !p.host().gids.ranged() {
+		t.Errorf("with subordinate ids the sandbox maps %+v, %+v", p.host().uids, p.host().gids)
 	}
 	// The init started before its mapping existed, and kept the
 	// capabilities it needs (ambient, since its exec was that of an

@@ -367,7 +367,7 @@ func becomeUser(name string) (*sandboxUser, error) {
 // --user) where the sandbox can map no other id than the invoking user's:
 // only that user, by name or uid, can be the sandbox's user then.
 func (p *Provider) checkOwnUser(name string) error {
-	if name == "" || p.uid == 0 || p.weak || p.uids.ranged() {
+	if name == "" || p.uid == 0 || p.weak || p.host().uids.ranged() {
 		return nil
 	}
 	me := strconv.Itoa(p.uid)

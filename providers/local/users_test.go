@@ -110,7 +110,7 @@ func TestSubordinateBase(t *testing.T) {
 func TestUsers(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
-	if !p.uids.ranged() {
+	if !p.host().uids.ranged() {
 		testUsersUnprivileged(t)
 		return
 	}
@@ -178,8 +178,8 @@ func TestUsers(t *testing.T) {
 // refused with how to get more ids.
 func testUsersUnprivileged(t *testing.T) {
 	p := newTestProvider(t)
-	if p.uids.ranged() {
-		t.Fatalf("this run expects no subordinate ids (see TestSubordinateIDs), got %+v", p.uids)
+	if p.host().uids.ranged() {
+		t.Fatalf("this run expects no subordinate ids (see TestSubordinateIDs), got %+v", p.host().uids)
 	}
 	me := strconv.Itoa(os.Getuid())
 	id := newSandbox(t, p, providers.Spec{})

@@ -274,7 +274,6 @@ func encodeConfig(cfg *initConfig) []byte {
 		w.bool(f.NoFollow)
 	}
 	w.int(cfg.IdleNS)
-	w.str(cfg.Identity)
 	w.int(int64(cfg.HostPID))
 	w.uint(cfg.HostStart)
 	w.cgroupPaths(cfg.Cgroups)
@@ -364,7 +363,6 @@ func decodeConfig(b []byte) (initConfig, error) {
 		cfg.File = f
 	}
 	cfg.IdleNS = r.int()
-	cfg.Identity = r.str()
 	cfg.HostPID = r.goInt()
 	cfg.HostStart = r.uint()
 	cfg.Cgroups = r.cgroupPaths()
