@@ -179,6 +179,15 @@ type globalFlags struct {
 	autoStop autoStopFlag
 }
 
+// annotate sets the annotation key of cmd to value and returns cmd.
+func annotate(cmd *cobra.Command, key, value string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[key] = value
+	return cmd
+}
+
 // jsonDocument marks a command whose --json output is one JSON document (an
 // object or an array) rather than a stream of JSON Lines events: lifecycle and
 // gate events are not written to its stdout, so `| jq` sees one value. The
@@ -187,11 +196,7 @@ const jsonDocument = "json-document"
 
 // documentOutput marks cmd as printing one JSON document and returns it.
 func documentOutput(cmd *cobra.Command) *cobra.Command {
-	if cmd.Annotations == nil {
-		cmd.Annotations = map[string]string{}
-	}
-	cmd.Annotations[jsonDocument] = "true"
-	return cmd
+	return annotate(cmd, jsonDocument, "true")
 }
 
 // jsonEvents marks a command whose --json output is the event stream of
@@ -201,11 +206,7 @@ const jsonEvents = "json-events"
 
 // eventOutput marks cmd as printing the event stream and returns it.
 func eventOutput(cmd *cobra.Command) *cobra.Command {
-	if cmd.Annotations == nil {
-		cmd.Annotations = map[string]string{}
-	}
-	cmd.Annotations[jsonEvents] = "true"
-	return cmd
+	return annotate(cmd, jsonEvents, "true")
 }
 
 // printsEvents reports whether cmd prints the event stream with --json.
@@ -220,11 +221,7 @@ const jsonDocumentWhen = "json-document-when"
 // documentOutputWhen marks cmd as printing one JSON document when its
 // boolean flag is set, and returns it.
 func documentOutputWhen(cmd *cobra.Command, flag string) *cobra.Command {
-	if cmd.Annotations == nil {
-		cmd.Annotations = map[string]string{}
-	}
-	cmd.Annotations[jsonDocumentWhen] = flag
-	return cmd
+	return annotate(cmd, jsonDocumentWhen, flag)
 }
 
 // printsDocument reports whether cmd was marked by documentOutput, or by
@@ -247,11 +244,7 @@ const allCPUs = "all-cpus"
 
 // parallel marks cmd as allCPUs and returns it.
 func parallel(cmd *cobra.Command) *cobra.Command {
-	if cmd.Annotations == nil {
-		cmd.Annotations = map[string]string{}
-	}
-	cmd.Annotations[allCPUs] = "true"
-	return cmd
+	return annotate(cmd, allCPUs, "true")
 }
 
 // needsEngine makes cmd build the engine (App.Engine) before it runs, for
