@@ -83,7 +83,7 @@ type cgroups struct {
 
 // detectCgroups finds out which cgroup controllers this process may use.
 func detectCgroups() cgroups {
-	self, _ := os.ReadFile("/proc/self/cgroup")
+	self, _ := readFile("/proc/self/cgroup")
 	return detectCgroupsAt(cgroupRoot, string(self), os.Geteuid())
 }
 
@@ -194,7 +194,7 @@ func detectV2(root, self string, euid int) cgroups {
 
 // fields reads the words of a cgroup file as a set.
 func fields(path string) map[string]bool {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil
 	}
@@ -659,7 +659,7 @@ func removeIdle(patterns []string) {
 // memory cgroup dir (0 when unknown).
 func oomKills(dir string) int {
 	for _, name := range []string{"memory.oom_control", "memory.events"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		b, err := readFile(filepath.Join(dir, name))
 		if err != nil {
 			continue
 		}

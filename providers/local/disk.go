@@ -275,11 +275,11 @@ func confineFilesOf(pid int, on bool) {
 // lasts.
 func diskNote(dir string) string {
 	stopped := filepath.Join(dir, diskStoppedFile)
-	if b, err := os.ReadFile(stopped); err == nil {
+	if b, err := readFile(stopped); err == nil {
 		_ = os.Remove(stopped)
 		return string(b)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, diskOverFile)); err == nil {
+	if b, err := readFile(filepath.Join(dir, diskOverFile)); err == nil {
 		return string(b)
 	}
 	return ""

@@ -81,7 +81,7 @@ func makeEtcBase(parent string, shadow []string) (string, bool) {
 			if err != nil || !fi.Mode().IsRegular() {
 				return "", false
 			}
-			b, err := os.ReadFile(host)
+			b, err := readFile(host)
 			if err != nil {
 				return "", false
 			}

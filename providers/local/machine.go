@@ -141,7 +141,7 @@ type machineRecord struct {
 
 // readMachineRecord reads the init's pid file in dir.
 func readMachineRecord(dir string) (machineRecord, error) {
-	b, err := os.ReadFile(filepath.Join(dir, machinePidFile))
+	b, err := readFile(filepath.Join(dir, machinePidFile))
 	if err != nil {
 		return machineRecord{}, err
 	}
@@ -175,7 +175,7 @@ func procStat(pid int) (byte, uint64, error) {
 // statFields are the fields of /proc/PID/stat after the command's name
 // (the state is the first), at least twenty of them.
 func statFields(pid int) ([]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func statFields(pid int) ([]string, error) {
 // the process still shows as running until it has ended. One read of
 // /proc/PID/status.
 func runnerGone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/status")
 	return err != nil || statusGone(string(b))
 }
 
@@ -941,7 +941,7 @@ func (p *Provider) processRoom(id string) string {
 	}
 	dir := p.cg().limitDir("pids", id+"-"+machineCgroup)
 	read := func(name string) string {
-		b, _ := os.ReadFile(filepath.Join(dir, name))
+		b, _ := readFile(filepath.Join(dir, name))
 		return strings.TrimSpace(string(b))
 	}
 	cur, max := read("pids.current"), read("pids.max")
@@ -1014,7 +1014,7 @@ func (p *Provider) TakeNote(id string) string {
 		p.notes.add(id, "sandbox "+id+" "+disk)
 	}
 	note := p.notes.take(id)
-	words, err := os.ReadFile(filepath.Join(dir, crashedFile))
+	words, err := readFile(filepath.Join(dir, crashedFile))
 	if err != nil || os.Remove(filepath.Join(dir, crashedFile)) != nil {
 		return note
 	}

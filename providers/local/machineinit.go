@@ -636,9 +636,7 @@ func readAtFD(dirFD int, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	return io.ReadAll(f)
+	return readFD(fd, name)
 }
 
 // handle answers one connection.
@@ -827,7 +825,7 @@ func (m *machine) processes() []providers.Process {
 
 // bootTime is the host's boot time, from /proc/stat.
 func bootTime() time.Time {
-	b, err := os.ReadFile("/proc/stat")
+	b, err := readFile("/proc/stat")
 	if err != nil {
 		return time.Time{}
 	}
@@ -847,7 +845,7 @@ const clockTicks = 100
 // readProcess describes the process pid from /proc.
 func readProcess(pid int, boot time.Time) (providers.Process, bool) {
 	base := "/proc/" + strconv.Itoa(pid)
-	stat, err := os.ReadFile(base + "/stat")
+	stat, err := readFile(base + "/stat")
 	if err != nil {
 		return providers.Process{}, false
 	}
@@ -866,7 +864,7 @@ func readProcess(pid int, boot time.Time) (providers.Process, bool) {
 	if ticks, err := strconv.ParseUint(f[19], 10, 64); err == nil && !boot.IsZero() {
 		p.Started = boot.Add(time.Duration(ticks) * time.Second / clockTicks).UTC().Truncate(time.Second)
 	}
-	if cmd, err := os.ReadFile(base + "/cmdline"); err == nil {
+	if cmd, err := readFile(base + "/cmdline"); err == nil {
 		p.Argv = strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
 		if len(p.Argv) == 1 && p.Argv[0] == "" {
 			p.Argv = nil

@@ -484,7 +484,7 @@ func decodeMaskCache(b []byte) (maskCache, bool) {
 // a file that was not a secret is not seen; the next change of its
 // directory, or deleting the cache, picks it up.)
 func cachedMasks(file, key string, compute func(*stamps) []string) []string {
-	if b, err := os.ReadFile(file); err == nil {
+	if b, err := readFile(file); err == nil {
 		if c, ok := decodeMaskCache(b); ok && c.key == key && c.sum == stampSum(c.watch, true) {
 			return c.masks
 		}
@@ -638,7 +638,7 @@ func (p *Provider) loadMasks(since time.Time, vouched uint64) {
 	p.mask.once.Do(func() {
 		_ = os.Remove(filepath.Join(p.dir, oldMaskCacheFile))
 		if background {
-			if b, err := os.ReadFile(filepath.Join(p.dir, maskCacheFile)); err == nil {
+			if b, err := readFile(filepath.Join(p.dir, maskCacheFile)); err == nil {
 				if c, ok := decodeMaskCache(b); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.host().layers) {
 					p.masks = p.withStateMasks(slices.Clone(c.masks))
 					p.mask.cached = cacheDigest(b)

@@ -337,7 +337,7 @@ func (p *Provider) load(id string) (meta, string, error) {
 	if err != nil {
 		return meta{}, "", err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	b, err := readFile(filepath.Join(dir, metaFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return meta{}, "", providers.Errorf(providers.ErrNotFound, Name, "sandbox "+id, "no such sandbox")
 	}
@@ -494,7 +494,7 @@ func (p *Provider) ownAccounts(dir string) error {
 		return nil
 	}
 	for _, name := range []string{"passwd", "group"} {
-		b, err := os.ReadFile(filepath.Join("/etc", name))
+		b, err := readFile(filepath.Join("/etc", name))
 		if err != nil {
 			continue
 		}

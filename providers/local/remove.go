@@ -228,7 +228,7 @@ func awaitIDMap() {
 	deadline := time.Now().Add(idToolTimeout)
 	for _, f := range []string{"/proc/self/uid_map", "/proc/self/gid_map"} {
 		for time.Now().Before(deadline) {
-			b, err := os.ReadFile(f)
+			b, err := readFile(f)
 			if err != nil || len(bytes.TrimSpace(b)) > 0 {
 				break
 			}

@@ -339,7 +339,7 @@ func (m *machine) releaseSpares() bool {
 // another process maps too, and the standby machine and the other
 // machines run this binary: it left an idle sandbox's code resident.)
 func unmapCode() {
-	smaps, err := os.ReadFile("/proc/self/smaps")
+	smaps, err := readFile("/proc/self/smaps")
 	if err != nil {
 		return
 	}

@@ -410,8 +410,8 @@ func (p *Provider) reniceStandby(pid, nice int) {
 	if p.cg().kind == cgroupV1 {
 		for _, d := range p.cg().dirsOf(standbyCgroup(pid)) {
 			set := reniceListed(func() ([]int, error) {
-				b, err := os.ReadFile(filepath.Join(d, "tasks"))
-				if w, err := os.ReadFile(filepath.Join(d, cgroupWork, "tasks")); err == nil {
+				b, err := readFile(filepath.Join(d, "tasks"))
+				if w, err := readFile(filepath.Join(d, cgroupWork, "tasks")); err == nil {
 					b = append(b, w...)
 				}
 				var tids []int
@@ -478,7 +478,7 @@ func parseStandbySock(identity, name string) (pid int, start uint64, ready, ok b
 // of its own view.
 func (p *Provider) standbyKey() string {
 	h := fnv.New64a()
-	b, _ := os.ReadFile("/proc/self/mountinfo")
+	b, _ := readFile("/proc/self/mountinfo")
 	h.Write(b)
 	return p.identity + "." + strconv.FormatUint(h.Sum64(), 36)
 }

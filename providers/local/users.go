@@ -132,7 +132,7 @@ func idTool(name string) string {
 // ("owner:start:count" lines, the owner a name or a uid, as in
 // subuid(5)). ok is false when the file gives the user none.
 func subordinateRange(file, name string, uid int) (start, count int, ok bool) {
-	b, err := os.ReadFile(file)
+	b, err := readFile(file)
 	if err != nil {
 		return 0, 0, false
 	}
@@ -295,7 +295,7 @@ func lookupUser(root, spec string) (sandboxUser, error) {
 // readColonFile reads a passwd-style file into entries of n fields,
 // skipping comments and malformed lines.
 func readColonFile(path string, n int) ([][]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +392,7 @@ const subIDHint = "install newuidmap and newgidmap (the uidmap package on Debian
 // runner reads from /proc/self/uid_map. With one id mapped, the note says
 // how to get more.
 func unmappedUser(name string, u sandboxUser, err error) error {
-	maps, _ := os.ReadFile("/proc/self/uid_map")
+	maps, _ := readFile("/proc/self/uid_map")
 	ranges := mappedRanges(string(maps))
 	single := len(ranges) == 0 || len(ranges) == 1 && ranges[0] == strconv.Itoa(os.Getuid())
 	if !single {
@@ -589,7 +589,7 @@ func addUser(name string) (sandboxUser, error) {
 
 // appendLine adds line to a file, on a line of its own.
 func appendLine(path, line string) error {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("read %s: %w", path, err)
 	}

@@ -231,7 +231,7 @@ func childrenOf(pid int) []int {
 	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
 	listed := false
 	for _, t := range tasks {
-		b, err := os.ReadFile(t)
+		b, err := readFile(t)
 		if err != nil {
 			continue
 		}
@@ -258,7 +258,7 @@ func childrenByParent(pid int, proc string) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat"))
+		b, err := readFile(filepath.Join(proc, e.Name(), "stat"))
 		if err != nil {
 			continue
 		}
@@ -290,7 +290,7 @@ var usernsSysctls = []struct {
 // instead of every command failing later.
 func usernsOff(uid int) error {
 	for _, s := range usernsSysctls {
-		b, err := os.ReadFile(s.path)
+		b, err := readFile(s.path)
 		if err != nil || strings.TrimSpace(string(b)) != s.off || (uid == 0 && !s.root) {
 			continue
 		}
@@ -336,7 +336,7 @@ func endWeakRuns(dir string) {
 		return
 	}
 	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, weakRunsDir, e.Name()))
+		b, err := readFile(filepath.Join(dir, weakRunsDir, e.Name()))
 		if err != nil {
 			continue
 		}
