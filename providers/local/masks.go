@@ -4,6 +4,7 @@ package local
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -466,6 +467,16 @@ func (c maskCache) encode() []byte {
 
 // decodeMaskCache reads what encode wrote.
 func decodeMaskCache(b []byte) (maskCache, bool) {
+	return decodeMaskCacheOf(b, true)
+}
+
+// decodeMaskCacheOf is decodeMaskCache, without the watched paths unless
+// watch: a start that takes the masks from the cache needs only its head
+// (a dozen fields, where a root's cache watches two thousand paths).
+func decodeMaskCacheOf(b []byte, watch bool) (maskCache, bool) {
+	if !watch {
+		return decodeMaskCacheHead(b)
+	}
 	fields := strings.Split(string(b), "\x00")
 	if len(fields) < 6 || fields[0] != maskCacheMagic || fields[len(fields)-1] != "" {
 		return maskCache{}, false
@@ -476,6 +487,40 @@ func decodeMaskCache(b []byte) (maskCache, bool) {
 		return maskCache{}, false
 	}
 	return maskCache{key: fields[1], sum: fields[2], ownerless: fields[3], masks: fields[5 : 5+n], watch: fields[5+n:]}, true
+}
+
+// decodeMaskCacheHead decodes b's fields up to its masks, and checks that
+// the rest are fields too.
+func decodeMaskCacheHead(b []byte) (maskCache, bool) {
+	if len(b) == 0 || b[len(b)-1] != 0 {
+		return maskCache{}, false
+	}
+	next := func() (string, bool) {
+		i := bytes.IndexByte(b, 0)
+		if i < 0 {
+			return "", false
+		}
+		f := string(b[:i])
+		b = b[i+1:]
+		return f, true
+	}
+	var head [5]string
+	for i := range head {
+		f, ok := next()
+		if !ok {
+			return maskCache{}, false
+		}
+		head[i] = f
+	}
+	n, err := strconv.Atoi(head[4])
+	if head[0] != maskCacheMagic || err != nil || n < 0 || n > bytes.Count(b, []byte{0}) {
+		return maskCache{}, false
+	}
+	c := maskCache{key: head[1], sum: head[2], ownerless: head[3], masks: make([]string, n)}
+	for i := range c.masks {
+		c.masks[i], _ = next()
+	}
+	return c, true
 }
 
 // cachedMasks returns compute's result, cached in file under key and the
@@ -639,7 +684,7 @@ func (p *Provider) loadMasks(since time.Time, vouched uint64) {
 		_ = os.Remove(filepath.Join(p.dir, oldMaskCacheFile))
 		if background {
 			if b, err := readFile(filepath.Join(p.dir, maskCacheFile)); err == nil {
-				if c, ok := decodeMaskCache(b); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.host().layers) {
+				if c, ok := decodeMaskCacheOf(b, false); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.host().layers) {
 					p.masks = p.withStateMasks(slices.Clone(c.masks))
 					p.mask.cached = cacheDigest(b)
 					return

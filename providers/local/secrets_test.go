@@ -521,3 +521,38 @@ func TestLateMasks(t *testing.T) {
 		t.Errorf("a secret made after the mask cache: exit %d, %q %q, want it masked", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestMaskCacheHead: a start's decoding of the cache's head gives what the
+// whole decoding gives but the watched paths, and refuses what it refuses.
+func TestMaskCacheHead(t *testing.T) {
+	t.Parallel()
+	for _, c := range []maskCache{
+		{key: "k", sum: "s", ownerless: "o"},
+		{key: "k", sum: "s", ownerless: "o", masks: []string{"/etc/shadow", "/root"}},
+		{key: "k", sum: "s", ownerless: "o", masks: []string{"/a"}, watch: []string{"f/etc", "p/etc/ssl", ""}},
+	} {
+		b := c.encode()
+		full, ok := decodeMaskCache(b)
+		if !ok {
+			t.Fatalf("%+v: the whole decoding refuses it", c)
+		}
+		head, ok := decodeMaskCacheOf(b, false)
+		if !ok || head.key != full.key || head.sum != full.sum || head.ownerless != full.ownerless || !slices.Equal(head.masks, full.masks) || head.watch != nil {
+			t.Errorf("%+v: head %+v, whole %+v", c, head, full)
+		}
+	}
+	good := maskCache{key: "k", masks: []string{"/a", "/b"}, watch: []string{"f/x"}}.encode()
+	for name, b := range map[string][]byte{
+		"empty":              nil,
+		"no final NUL":       good[:len(good)-1],
+		"other magic":        append([]byte("x"), good...),
+		"too many masks":     bytes.Replace(good, []byte("\x002\x00"), []byte("\x009\x00"), 1),
+		"count not a number": bytes.Replace(good, []byte("\x002\x00"), []byte("\x00two\x00"), 1),
+		"short head":         []byte(maskCacheMagic + "\x00k\x00"),
+	} {
+		_, whole := decodeMaskCache(b)
+		if _, ok := decodeMaskCacheOf(b, false); ok || whole {
+			t.Errorf("%s: head decoding took it %v, the whole %v", name, ok, whole)
+		}
+	}
+}
