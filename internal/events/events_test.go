@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"io/fs"
 	"testing"
 	"time"
@@ -82,6 +83,32 @@ func TestSchema(t *testing.T) {
 		}
 		if err := v.Line(line); (err == nil) != tt.ok {
 			t.Errorf("%s: %s: error %v, want ok %v", tt.name, line, err, tt.ok)
+		}
+	}
+}
+
+// viaEncodingJSON hides an event's AppendJSON from output.Marshal, which
+// then encodes it through encoding/json (and the event's MarshalJSON).
+type viaEncodingJSON struct{ e events.Event }
+
+func (v viaEncodingJSON) MarshalJSON() ([]byte, error) { return v.e.MarshalJSON() }
+
+// TestMarshalWritesEventsItself: output.Marshal writes an event through
+// its AppendJSON what it wrote through encoding/json, escapes included.
+func TestMarshalWritesEventsItself(t *testing.T) {
+	t.Parallel()
+	for _, e := range []events.Event{
+		{},
+		{Type: events.CallRequested, Time: time.Unix(1700000000, 5).UTC(), Kind: "exec", Target: "a <b> & c", Argv: []string{"echo", "\x1b[31mred\u202e", "é"}},
+		{Type: events.CallCompleted, Sandbox: &events.Sandbox{ID: "sb-1", Labels: map[string]string{"k": "v\u2028"}}},
+	} {
+		want, err := output.Marshal(viaEncodingJSON{e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := output.Marshal(e)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("output.Marshal(%+v):\n got %s (%v)\nwant %s", e, got, err, want)
 		}
 	}
 }

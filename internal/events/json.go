@@ -30,6 +30,16 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	return appendEvent(make([]byte, 0, 256), &e), nil
 }
 
+// AppendJSON appends e to b as MarshalJSON writes it, unless its values
+// are ones MarshalJSON leaves to encoding/json (ok false); it is
+// output.Appender's.
+func (e Event) AppendJSON(b []byte) (_ []byte, ok bool) {
+	if !e.plainValues() {
+		return b, false
+	}
+	return appendEvent(b, &e), true
+}
+
 // appendEvent writes e, whose values plainValues takes, as MarshalJSON does.
 func appendEvent(b []byte, e *Event) []byte {
 	w := objectWriter{b: b}

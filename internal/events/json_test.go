@@ -129,6 +129,9 @@ func TestMarshalJSONMatchesEncodingJSON(t *testing.T) {
 		if direct := string(appendEvent(nil, &e)) + "\n"; direct != want[0] {
 			t.Errorf("%s, written directly:\n got %s\nwant %s", name, direct, want[0])
 		}
+		if b, ok := e.AppendJSON(nil); !ok || string(b)+"\n" != want[0] {
+			t.Errorf("%s, AppendJSON (%v):\n got %s\nwant %s", name, ok, b, want[0])
+		}
 		for i := range got {
 			if got[i] != want[i] {
 				t.Errorf("%s (escape HTML %v):\n got %s\nwant %s", name, i == 1, got[i], want[i])
@@ -151,6 +154,9 @@ func TestMarshalJSONRefusesWhatEncodingJSONRefuses(t *testing.T) {
 	} {
 		if b, err := json.Marshal(e); err == nil {
 			t.Errorf("%s: encoded as %s, want an error", name, b)
+		}
+		if b, ok := e.AppendJSON(nil); ok {
+			t.Errorf("%s: AppendJSON wrote %s, want it left to encoding/json", name, b)
 		}
 	}
 }

@@ -35,10 +35,25 @@ func JSON(w io.Writer, v any) error {
 	return nil
 }
 
+// Appender is a value that writes its own JSON: compact, without HTML
+// escaping, byte for byte what encoding/json makes of it (events.Event).
+// ok false leaves it to encoding/json.
+type Appender interface {
+	AppendJSON(b []byte) (_ []byte, ok bool)
+}
+
 // Marshal encodes v as one compact line of JSON, without a newline: no
 // HTML escaping (so "<", ">" and "&" stay as they are), and control,
-// invisible and bidirectional characters as \u escapes (see Escape).
+// invisible and bidirectional characters as \u escapes (see Escape). An
+// Appender writes itself: through encoding/json, the checks and copies an
+// encoder makes of a Marshaler's output cost a CLI call more than its
+// writing did.
 func Marshal(v any) ([]byte, error) {
+	if a, ok := v.(Appender); ok {
+		if b, ok := a.AppendJSON(make([]byte, 0, 512)); ok {
+			return escapeJSON(b), nil
+		}
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
