@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/agentbox/sandbox/internal/output"
@@ -46,5 +49,85 @@ func TestMaskerJSON(t *testing.T) {
 	}
 	if got := (&Masker{}).JSON(`{"a":"b"}`); got != `{"a":"b"}` {
 		t.Fatalf("empty masker changed %q", got)
+	}
+}
+
+// splitByByte is split as it was first written, a byte at a time: the
+// reference the faster one must agree with.
+func splitByByte(m *Masker, b []byte) (out, rest []byte) {
+	var res bytes.Buffer
+	i := 0
+	for i < len(b) {
+		matched := false
+		for _, sec := range m.secrets {
+			n := len(b) - i
+			if n < len(sec) {
+				if bytes.Equal(b[i:], sec[:n]) {
+					return res.Bytes(), b[i:]
+				}
+				continue
+			}
+			if bytes.Equal(b[i:i+len(sec)], sec) {
+				res.WriteString(MaskText)
+				i += len(sec)
+				matched = true
+				break
+			}
+		}
+		if matched {
+			continue
+		}
+		res.WriteByte(b[i])
+		i++
+	}
+	return res.Bytes(), nil
+}
+
+// TestSplitSkipsToSecrets: the split that skips to the next byte a secret
+// begins with masks and holds back exactly what the byte-at-a-time one does.
+func TestSplitSkipsToSecrets(t *testing.T) {
+	t.Parallel()
+	sets := [][]string{
+		{"secret"},
+		{"sk-abcd1234", "sk-abcd"}, // one the other's prefix
+		{"abcd", "bcde", "xyzw"},   // overlapping, several first bytes
+		{"ééé-token", "日本語のひみつ", "aaaa"}, // first bytes past ASCII
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, set := range sets {
+		m := NewMasker(set...)
+		alphabet := []byte("abcdexyzw-sk1234 \n")
+		for _, s := range set {
+			alphabet = append(alphabet, s...)
+		}
+		for range 2000 {
+			var b []byte
+			for range rng.IntN(80) {
+				if rng.IntN(6) == 0 {
+					sec := set[rng.IntN(len(set))]
+					b = append(b, sec[:1+rng.IntN(len(sec))]...) // whole or a start
+				} else {
+					b = append(b, alphabet[rng.IntN(len(alphabet))])
+				}
+			}
+			gotOut, gotRest := m.split([]byte("x"), b)
+			gotOut = gotOut[1:]
+			wantOut, wantRest := splitByByte(m, b)
+			if !bytes.Equal(gotOut, wantOut) || !bytes.Equal(gotRest, wantRest) {
+				t.Fatalf("secrets %q, input %q: split %q + %q, byte by byte %q + %q", set, b, gotOut, gotRest, wantOut, wantRest)
+			}
+		}
+	}
+}
+
+// BenchmarkMaskWriter streams output with no secret in it through a
+// masker's writer, as exec does when the sandbox's environment holds one.
+func BenchmarkMaskWriter(b *testing.B) {
+	m := NewMasker("sk-abcdef123456", "another-secret-value")
+	chunk := bytes.Repeat([]byte("some ordinary output of a command, line after line\n"), 1300)
+	w := m.Writer(io.Discard)
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		w.Write(chunk)
 	}
 }
