@@ -184,6 +184,13 @@ func (m *Masker) split(dst, b []byte) (out, rest []byte) {
 		res.WriteString(MaskText)
 		i = p + len(sec)
 	}
+	return m.splitBytes(res, b, i)
+}
+
+// splitBytes is split from b[i:] on, a byte at a time: at each byte the
+// longest secret that begins there is masked, and a tail that may be the
+// start of a longer one is held back.
+func (m *Masker) splitBytes(res *bytes.Buffer, b []byte, i int) (out, rest []byte) {
 	for i < len(b) {
 		matched := false
 		for _, sec := range m.secrets { // longest first
