@@ -467,16 +467,6 @@ func (c maskCache) encode() []byte {
 
 // decodeMaskCache reads what encode wrote.
 func decodeMaskCache(b []byte) (maskCache, bool) {
-	return decodeMaskCacheOf(b, true)
-}
-
-// decodeMaskCacheOf is decodeMaskCache, without the watched paths unless
-// watch: a start that takes the masks from the cache needs only its head
-// (a dozen fields, where a root's cache watches two thousand paths).
-func decodeMaskCacheOf(b []byte, watch bool) (maskCache, bool) {
-	if !watch {
-		return decodeMaskCacheHead(b)
-	}
 	fields := strings.Split(string(b), "\x00")
 	if len(fields) < 6 || fields[0] != maskCacheMagic || fields[len(fields)-1] != "" {
 		return maskCache{}, false
@@ -489,8 +479,9 @@ func decodeMaskCacheOf(b []byte, watch bool) (maskCache, bool) {
 	return maskCache{key: fields[1], sum: fields[2], ownerless: fields[3], masks: fields[5 : 5+n], watch: fields[5+n:]}, true
 }
 
-// decodeMaskCacheHead decodes b's fields up to its masks, and checks that
-// the rest are fields too.
+// decodeMaskCacheHead is decodeMaskCache without the watched paths: a start
+// that takes the masks from the cache needs only its head (a dozen fields,
+// where a root's cache watches two thousand paths).
 func decodeMaskCacheHead(b []byte) (maskCache, bool) {
 	if len(b) == 0 || b[len(b)-1] != 0 {
 		return maskCache{}, false
@@ -684,7 +675,7 @@ func (p *Provider) loadMasks(since time.Time, vouched uint64) {
 		_ = os.Remove(filepath.Join(p.dir, oldMaskCacheFile))
 		if background {
 			if b, err := readFile(filepath.Join(p.dir, maskCacheFile)); err == nil {
-				if c, ok := decodeMaskCacheOf(b, false); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.host().layers) {
+				if c, ok := decodeMaskCacheHead(b); ok && c.key == maskCacheKey(p.uid, p.hostHome, p.host().layers) {
 					p.masks = p.withStateMasks(slices.Clone(c.masks))
 					p.mask.cached = cacheDigest(b)
 					return

@@ -536,7 +536,7 @@ func TestMaskCacheHead(t *testing.T) {
 		if !ok {
 			t.Fatalf("%+v: the whole decoding refuses it", c)
 		}
-		head, ok := decodeMaskCacheOf(b, false)
+		head, ok := decodeMaskCacheHead(b)
 		if !ok || head.key != full.key || head.sum != full.sum || head.ownerless != full.ownerless || !slices.Equal(head.masks, full.masks) || head.watch != nil {
 			t.Errorf("%+v: head %+v, whole %+v", c, head, full)
 		}
@@ -551,7 +551,7 @@ func TestMaskCacheHead(t *testing.T) {
 		"short head":         []byte(maskCacheMagic + "\x00k\x00"),
 	} {
 		_, whole := decodeMaskCache(b)
-		if _, ok := decodeMaskCacheOf(b, false); ok || whole {
+		if _, ok := decodeMaskCacheHead(b); ok || whole {
 			t.Errorf("%s: head decoding took it %v, the whole %v", name, ok, whole)
 		}
 	}
