@@ -24,10 +24,10 @@ type plainEvent Event
 // Like every Marshaler's output, the encoder that calls it compacts it
 // and, unless told not to, escapes HTML characters.
 func (e Event) MarshalJSON() ([]byte, error) {
-	if !e.plainValues() {
-		return json.Marshal(plainEvent(e))
+	if b, ok := e.AppendJSON(make([]byte, 0, 256)); ok {
+		return b, nil
 	}
-	return appendEvent(make([]byte, 0, 256), &e), nil
+	return json.Marshal(plainEvent(e))
 }
 
 // AppendJSON appends e to b as MarshalJSON writes it, unless its values

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/agentbox/sandbox/internal/procs"
 	"io"
 	"math"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/sandbox/internal/procs"
 )
 
 // initArgv0 is the marker that turns the binary into the sandbox init: the
