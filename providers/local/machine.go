@@ -116,6 +116,11 @@ func otherVersion(dir string) string {
 	return ""
 }
 
+// otherVersionSays tells of a machine of the protocol other (otherVersion).
+func otherVersionSays(other string) string {
+	return "its machine runs another version of sandbox (" + other + "; this one speaks " + strconv.Itoa(machineVersion) + "), which this one cannot talk to"
+}
+
 // selfExe names this program's own executable.
 const selfExe = "/proc/self/exe"
 
@@ -353,7 +358,7 @@ func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 			return fmt.Errorf("local: sandbox %s: %w", id, err)
 		}
 		if other != "" {
-			p.notes.add(id, "sandbox "+id+" was running a machine of another version of sandbox ("+other+"; this one speaks "+strconv.Itoa(machineVersion)+"), which this one cannot talk to: it was stopped and started again with its files intact, but its processes and /tmp are gone")
+			p.notes.add(id, "sandbox "+id+": "+otherVersionSays(other)+": it was stopped and started again with its files intact, but its processes and /tmp are gone")
 		} else if errors.Is(err, syscall.ECONNREFUSED) {
 			_ = os.WriteFile(filepath.Join(dir, crashedFile), []byte(lastWords(dir)), 0o600)
 		}
@@ -1045,6 +1050,10 @@ func (p *Provider) machineConn(ctx context.Context, id, verb string) (c *net.Uni
 	c, err = p.dialMachine(dir)
 	if err != nil {
 		if _, alive := liveMachine(dir); alive {
+			if other := otherVersion(dir); other != "" {
+				return nil, dir, false, &providers.Error{Kind: providers.ErrUnavailable, Provider: Name, Op: verb + " in " + id,
+					Msg: otherVersionSays(other) + ": `sandbox stop " + id + "` ends it (its processes and /tmp with it), and the next operation starts it again", Err: err}
+			}
 			return nil, dir, false, fmt.Errorf("local: %s in %s: the machine does not answer: %w", verb, id, err)
 		}
 		return nil, dir, false, nil

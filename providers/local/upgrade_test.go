@@ -3,8 +3,10 @@
 package local
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,6 +86,29 @@ func TestOtherVersionRestartsWithANote(t *testing.T) {
 			assertRuns(t, p, id, "after the restart")
 		})
 	}
+}
+
+// TestOtherVersionPsSaysSo: a request that needs the running machine and
+// does not start one (ps, kill, logs) says that the machine is of another
+// version and how to go on, not that it "does not answer"; stop ends it.
+func TestOtherVersionPsSaysSo(t *testing.T) {
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	dir := filepath.Join(p.dir, id)
+	if err := os.Rename(filepath.Join(dir, machineSockName()), filepath.Join(dir, machineSockPrefix+"3.sock")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Processes(context.Background(), id)
+	if !errors.Is(err, providers.ErrUnavailable) || !strings.Contains(err.Error(), "another version of sandbox (machine protocol 3") || !strings.Contains(err.Error(), "sandbox stop "+id) {
+		t.Fatalf("ps of a machine of another version: %v", err)
+	}
+	if err := p.Stop(context.Background(), id); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, alive := liveMachine(dir); alive {
+		t.Fatal("the machine of the other version runs after the stop")
+	}
+	assertRuns(t, p, id, "after the stop")
 }
 
 // wireShapes pins, for each machineVersion, the shape of the messages a CLI
