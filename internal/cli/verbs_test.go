@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -91,6 +93,32 @@ func TestVerbAloneBehaves(t *testing.T) {
 		}
 		if code != tt.code || !strings.Contains(where, tt.contains) {
 			t.Errorf("%q: code %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errs, tt.code, tt.contains)
+		}
+	}
+}
+
+// TestParallelVerbsGetAllCPUs: the verbs marked parallel (and the TUI) go
+// back to the runtime's default GOMAXPROCS, the others keep the one
+// processor the program starts with. Not parallel: it sets GOMAXPROCS.
+func TestParallelVerbsGetAllCPUs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	all := runtime.NumCPU() // the default here, with no CPU quota
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		all = 1 // the environment's setting stays
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"version"}, 1},
+		{[]string{"--sandbox", "fake", "exec", "--", "true"}, 1},
+		{[]string{"run", "no-such-plan.yaml"}, all},
+		{[]string{}, all}, // the TUI (here refused: no terminal)
+	} {
+		runtime.GOMAXPROCS(1)
+		runMain(t, map[string]string{"FAKE_API_KEY": "k-123456"}, tc.args...)
+		if got := runtime.GOMAXPROCS(0); got != tc.want {
+			t.Errorf("%q: GOMAXPROCS %d after it, want %d", tc.args, got, tc.want)
 		}
 	}
 }
