@@ -238,14 +238,14 @@ func TestLimitsFor(t *testing.T) {
 // and that deleting the sandbox removes its cgroups.
 func TestCgroupsReal(t *testing.T) {
 	p := newTestProvider(t)
-	if p.cg().kind == cgroupNone || !p.cg().controllers["pids"] {
-		t.Logf("no cgroup this user may manage (%s): RLIMIT_NPROC bounds the sandbox, see TestEscape/25", p.cg().describe())
+	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
+		t.Logf("no cgroup this user may manage (%s): RLIMIT_NPROC bounds the sandbox, see TestEscape/25", p.cg.describe())
 		return
 	}
-	if p.cg().warm != "" {
+	if p.cg.warm != "" {
 		// Warming moves nothing: this process stays where it is.
 		before, _ := os.ReadFile("/proc/self/cgroup")
-		p.cg().warmUp()
+		p.cg.warmUp()
 		if after, _ := os.ReadFile("/proc/self/cgroup"); string(after) != string(before) {
 			t.Errorf("warming moved the process:\n%s\nbefore:\n%s", after, before)
 		}
@@ -271,7 +271,7 @@ func TestCgroupsReal(t *testing.T) {
 	if len(procs) < 2 {
 		t.Errorf("the machine runs %v, want its init and a runner", procs)
 	}
-	v1 := p.cg().kind == cgroupV1
+	v1 := p.cg.kind == cgroupV1
 	for i, pid := range procs {
 		got := readCg(t, "/proc/"+strconv.Itoa(pid)+"/cgroup")
 		if !strings.Contains(got, want) {
@@ -297,7 +297,7 @@ func TestCgroupsReal(t *testing.T) {
 		if inWork != 2 {
 			t.Errorf("%d of the init's %d threads are in its work cgroup; want its two process starters", inWork, len(tasks))
 		}
-		if got := readCg(t, filepath.Join(p.cg().dirOf("pids", want), "pids.max")); got != "max\n" {
+		if got := readCg(t, filepath.Join(p.cg.dirOf("pids", want), "pids.max")); got != "max\n" {
 			t.Errorf("the init's own pids cgroup has the limit %q; want none", got)
 		}
 	}
@@ -307,10 +307,10 @@ func TestCgroupsReal(t *testing.T) {
 		t.Errorf("/proc/1/cgroup:\n%s\nwant the init above the command's work cgroup", init)
 	}
 	var pattern string
-	if p.cg().kind == cgroupV1 {
-		pattern = filepath.Join(p.cg().root, "pids", cgroupParent, info.ID+"-*")
+	if p.cg.kind == cgroupV1 {
+		pattern = filepath.Join(p.cg.root, "pids", cgroupParent, info.ID+"-*")
 	} else {
-		pattern = filepath.Join(p.cg().v2Parent, cgroupParent+"-"+info.ID+"-*")
+		pattern = filepath.Join(p.cg.v2Parent, cgroupParent+"-"+info.ID+"-*")
 	}
 	dirs, _ := filepath.Glob(pattern)
 	if len(dirs) != 1 || !strings.HasSuffix(dirs[0], want) {
@@ -350,12 +350,12 @@ func TestCgroupsReal(t *testing.T) {
 func TestDefaultMemoryLimit(t *testing.T) {
 	p := newTestProvider(t)
 	ctx := context.Background()
-	if !p.cg().controllers["memory"] {
+	if !p.cg.controllers["memory"] {
 		// Where none is (an unprivileged user on most hosts), info
 		// shows no memory limit, --memory is refused as a limit the
 		// host cannot enforce, and each process gets the soft
 		// RLIMIT_DATA.
-		t.Logf("no memory cgroup (%s): checking the sandbox without one", p.cg().describe())
+		t.Logf("no memory cgroup (%s): checking the sandbox without one", p.cg.describe())
 		id := newSandbox(t, p, providers.Spec{})
 		info, err := p.Get(ctx, id)
 		if err != nil {
@@ -406,9 +406,9 @@ func TestDefaultMemoryLimit(t *testing.T) {
 		if info.AutoStop != DefaultAutoStop {
 			t.Errorf("%s: info.AutoStop = %v, want %v", tt.name, info.AutoStop, DefaultAutoStop)
 		}
-		file := filepath.Join(p.cg().limitDir("memory", id+"-"+machineCgroup), "memory.limit_in_bytes")
-		if p.cg().kind == cgroupV2 {
-			file = filepath.Join(p.cg().limitDir("memory", id+"-"+machineCgroup), "memory.max")
+		file := filepath.Join(p.cg.limitDir("memory", id+"-"+machineCgroup), "memory.limit_in_bytes")
+		if p.cg.kind == cgroupV2 {
+			file = filepath.Join(p.cg.limitDir("memory", id+"-"+machineCgroup), "memory.max")
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -425,7 +425,7 @@ func TestDefaultMemoryLimit(t *testing.T) {
 // process since the operation began, else processes.
 func TestRoomFor(t *testing.T) {
 	t.Parallel()
-	p := &Provider{cg: func() *cgroups { return &cgroups{} }}
+	p := &Provider{}
 	for _, tc := range []struct {
 		name      string
 		oomKilled func() bool

@@ -51,11 +51,11 @@ func (p *Provider) Collect(ctx context.Context, grace time.Duration) ([]string, 
 			errs = append(errs, fmt.Errorf("local: collect %s: %w", id, err))
 			continue
 		}
-		p.cg().removeSandbox(id)
+		p.cg.removeSandbox(id)
 		removed = append(removed, id)
 	}
 	// Empty cgroups of sandboxes deleted while their processes were
 	// being torn down.
-	p.cg().removeEmpty()
+	p.cg.removeEmpty()
 	return removed, errors.Join(errs...)
 }

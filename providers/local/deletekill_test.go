@@ -144,13 +144,13 @@ func assertSandboxGone(t *testing.T, p *Provider, m machineNS) {
 // sandboxCgroups lists the cgroup directories of sandbox id.
 func sandboxCgroups(p *Provider, id string) []string {
 	var globs []string
-	switch p.cg().kind {
+	switch p.cg.kind {
 	case cgroupV1:
 		for _, ctl := range cgroupControllers {
-			globs = append(globs, filepath.Join(p.cg().root, ctl, cgroupParent, id+"-*"))
+			globs = append(globs, filepath.Join(p.cg.root, ctl, cgroupParent, id+"-*"))
 		}
 	case cgroupV2:
-		globs = append(globs, filepath.Join(p.cg().v2Parent, cgroupParent+"-"+id+"-*"))
+		globs = append(globs, filepath.Join(p.cg.v2Parent, cgroupParent+"-"+id+"-*"))
 	}
 	var out []string
 	for _, g := range globs {

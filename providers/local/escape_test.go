@@ -694,10 +694,10 @@ func assertNoProcess(t *testing.T, p *Provider, id string) {
 			continue
 		}
 	}
-	if p.cg().kind == cgroupNone || !p.cg().controllers["pids"] {
+	if p.cg.kind == cgroupNone || !p.cg.controllers["pids"] {
 		return
 	}
-	dir := p.cg().dirOf("pids", id+"-"+machineCgroup)
+	dir := p.cg.dirOf("pids", id+"-"+machineCgroup)
 	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil && strings.TrimSpace(string(b)) != "" {
 		t.Errorf("processes left in sandbox %s's cgroup: %q", id, b)
 	}
@@ -880,7 +880,7 @@ func checkResources(t *testing.T, e *escapeEnv, id, tok string) {
 		t.Errorf("memory beyond the data limit: %q (err %v)", r.stdout, r.err)
 	}
 	memSpec := providers.Spec{Resources: providers.Resources{MemoryMB: 128}}
-	if e.p.cg().controllers["memory"] {
+	if e.p.cg.controllers["memory"] {
 		info, err := e.p.Create(ctx, memSpec)
 		if err != nil {
 			t.Fatalf("create with memory 128: %v", err)

@@ -1143,8 +1143,8 @@ func TestProcessLimitFull(t *testing.T) {
 		},
 		"exec": func() error { return run(t, p, id, "echo hi").err },
 	}
-	if !p.cg().controllers["pids"] {
-		t.Logf("no pids cgroup here (%s): the machine's own processes are not in the commands' count", p.cg().describe())
+	if !p.cg.controllers["pids"] {
+		t.Logf("no pids cgroup here (%s): the machine's own processes are not in the commands' count", p.cg.describe())
 		ops = nil
 	}
 	for name, op := range ops {
@@ -1191,8 +1191,8 @@ func TestCommandSignalsItsRunner(t *testing.T) {
 func TestMemoryFullSaysSo(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
-	if !p.cg().controllers["memory"] {
-		t.Logf("no memory cgroup here (%s): --memory is refused", p.cg().describe())
+	if !p.cg.controllers["memory"] {
+		t.Logf("no memory cgroup here (%s): --memory is refused", p.cg.describe())
 		return
 	}
 	ctx := context.Background()
@@ -1241,7 +1241,7 @@ func TestMemoryFullSaysSo(t *testing.T) {
 	if got := mustRun(t, p, id, "cat /tmp/mark"); got != "kept\n" {
 		t.Errorf("after the memory filled: /tmp/mark is %q", got)
 	}
-	if now := runningMachine(t, p, id).pid; now != init && p.cg().kind == cgroupV1 {
+	if now := runningMachine(t, p, id).pid; now != init && p.cg.kind == cgroupV1 {
 		t.Errorf("the machine's init was %d and is %d: filling the memory limit ended it", init, now)
 	}
 }

@@ -184,7 +184,7 @@ func (p *Provider) launchWeak(dir, id string, cfg *initConfig, sharedNet bool, s
 	if cfg.Gated {
 		// The init builds its setting meanwhile, and waits for the
 		// start byte before it starts anything.
-		if _, err := p.cg().enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
+		if _, err := p.cg.enter(pid, id+"-"+strconv.Itoa(slotN), cfg.Resources); err != nil {
 			pr.kill()
 			if last, got := pr.finish(); got && last.Setup {
 				return nil, setupErr(id, last)

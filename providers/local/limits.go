@@ -90,7 +90,7 @@ func (p *Provider) effectiveResources(res providers.Resources) providers.Resourc
 	if res.Pids == 0 {
 		res.Pids = defaultPids
 	}
-	if res.MemoryMB == 0 && !p.weak && p.cg().controllers["memory"] {
+	if res.MemoryMB == 0 && !p.weak && p.cg.controllers["memory"] {
 		res.MemoryMB = int(hostMemory() / defaultMemoryDivisor >> 20)
 	}
 	if res.DiskMB == 0 && !p.weak {
@@ -201,7 +201,7 @@ func (p *Provider) isolation(cfg *initConfig, dir string, slot int) {
 	} else {
 		cfg.Masks = append(slices.Clone(maskedFiles), p.masks...)
 	}
-	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg().controllers["memory"])
+	cfg.Limits = limitsFor(dir, cfg.Resources, cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"])
 	if !p.weak {
 		cfg.Limits.Disk = uint64(p.effectiveResources(cfg.Resources).DiskMB) << 20
 		cfg.Limits.DiskReserve = uint64(p.reserve())

@@ -372,7 +372,7 @@ func (p *Provider) ensureMachine(dir, id string, how machineStart) error {
 		// The init is moved into cgroups: start the wait that move
 		// involves now (see prewarm). Only when one starts: a CLI
 		// whose warming write still waits cannot exit.
-		p.cg().prewarm()
+		p.cg.prewarm()
 	}
 	// The check of the host's secrets runs beside the rest of the start
 	// (see lateMasks); where a standby machine may be claimed, from the
@@ -494,7 +494,7 @@ func (p *Provider) startInit(dir, id string, m meta, lnFile *os.File, since time
 	if err != nil {
 		return err
 	}
-	cfg.CgroupRoot, cfg.WorkCgroups = p.cg().root, starting.work
+	cfg.CgroupRoot, cfg.WorkCgroups = p.cg.root, starting.work
 	// The configuration is completed while the init starts (the masks
 	// read from their cache, among others).
 	p.fillConfig(dir, slotN, cfg, shared, since, starting.vouched)
@@ -582,8 +582,8 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 	cmd := p.initCmd(files)
 	// The sandbox's cgroups are made while the init starts.
 	name := id + "-" + machineCgroup
-	limits := p.cg().machineFiles(res)
-	cg := p.cg().prepare(name, limits)
+	limits := p.cg.machineFiles(res)
+	cg := p.cg.prepare(name, limits)
 	if err := cmd.Start(); err != nil {
 		cg.abandon()
 		return nil, startError(id, err)
@@ -605,7 +605,7 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 		joinedSet, joinErr = cg.join(pid)
 		close(joining)
 	}()
-	ip := &initProc{pid: pid, work: p.cg().workFiles(limits, name)}
+	ip := &initProc{pid: pid, work: p.cg.workFiles(limits, name)}
 	ip.kill = func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -825,8 +825,8 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 // operation (it was stopping): nothing ran.
 func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
 	pr := &proc{id: id, dir: dir, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
-	if cfg.Resources.MemoryMB > 0 && p.cg().controllers["memory"] {
-		mem := p.cg().limitDir("memory", id+"-"+machineCgroup)
+	if cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"] {
+		mem := p.cg.limitDir("memory", id+"-"+machineCgroup)
 		before := oomKills(mem)
 		pr.oomKilled = func() bool { return oomKills(mem) > before }
 	}
@@ -941,10 +941,10 @@ const makeRoom = "end some of its processes (sandbox ps, sandbox kill) or stop i
 // processRoom says how full the process limit of sandbox id is, for an
 // operation the machine could start no process for.
 func (p *Provider) processRoom(id string) string {
-	if !p.cg().controllers["pids"] {
+	if !p.cg.controllers["pids"] {
 		return "the sandbox may be at its process limit: " + makeRoom
 	}
-	dir := p.cg().limitDir("pids", id+"-"+machineCgroup)
+	dir := p.cg.limitDir("pids", id+"-"+machineCgroup)
 	read := func(name string) string {
 		b, _ := readFile(filepath.Join(dir, name))
 		return strings.TrimSpace(string(b))
@@ -1001,7 +1001,7 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 	// these cgroups.
 	if lock, err := lockFile(dir, machineLock, unix.LOCK_EX); err == nil {
 		if _, alive := liveMachine(dir); !alive {
-			p.cg().removeSandbox(id)
+			p.cg.removeSandbox(id)
 		}
 		lock.Close()
 	}

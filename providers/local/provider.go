@@ -74,10 +74,8 @@ type Provider struct {
 	// home is the home directory inside the sandbox.
 	home string
 	// host is what the provider learns of the host to build machines,
-	// found when first needed (see hostFacts); cg, what this host lets
-	// it do with cgroups, too.
+	// found when first needed (see hostFacts).
 	host func() *hostFacts
-	cg   func() *cgroups
 	// exe is the program started as the sandboxes' inits (and so their
 	// runners) and as reapers: this one (/proc/self/exe) unless
 	// RegistrationWith named another build of it; identity names its
@@ -94,6 +92,9 @@ type Provider struct {
 	trashed atomic.Bool
 	// bg is work started beside the callers' (reapers, cgroups).
 	bg background
+	// cg is what this host lets the provider do with cgroups (an
+	// operation's info needs it: its memory limit's default).
+	cg cgroups
 	// masks are host paths hidden in every sandbox (see hostMasks and
 	// stateMasks), set by loadMasks when a machine first starts; mask
 	// is the rest of that work (see maskState).
@@ -138,7 +139,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
 	p.host = sync.OnceValue(func() *hostFacts { return findHostFacts(p.uid, p.gid) })
-	p.cg = sync.OnceValue(func() *cgroups { c := detectCgroups(); return &c })
+	p.cg = detectCgroups()
 	p.hostHome = os.Getenv("HOME")
 	p.stateDir = cfg.StateDir
 	return p, nil
@@ -368,7 +369,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	if p.weak && p.uid == 0 {
 		return providers.Info{}, providers.Errorf(providers.ErrUnavailable, Name, "create", "%s=1 (the weak mode) is only for unprivileged users: without a user namespace root would read every file of the host; enable user namespaces instead", weakEnvVar)
 	}
-	if err := p.cg().check(spec.Resources); err != nil {
+	if err := p.cg.check(spec.Resources); err != nil {
 		return providers.Info{}, err
 	}
 	if p.weak && spec.Resources.DiskMB > 0 {
@@ -386,7 +387,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	// The machine's init is moved into cgroups, unless it is a standby
 	// one: start the wait that move involves now (see prewarm).
 	if !p.haveStandby() {
-		p.cg().prewarm()
+		p.cg.prewarm()
 	}
 
 	switch spec.Network {
@@ -618,6 +619,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("local: delete sandbox %s: %w", id, err)
 	}
 	// Every process of the sandbox is gone: its cgroups can go.
-	p.cg().removeSandbox(id)
+	p.cg.removeSandbox(id)
 	return nil
 }

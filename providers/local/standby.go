@@ -407,8 +407,8 @@ func reniceAll(pid, nice int) {
 // lists threads; those of its cgroupWork child too), else those /proc
 // lists for the init and its children.
 func (p *Provider) reniceStandby(pid, nice int) {
-	if p.cg().kind == cgroupV1 {
-		for _, d := range p.cg().dirsOf(standbyCgroup(pid)) {
+	if p.cg.kind == cgroupV1 {
+		for _, d := range p.cg.dirsOf(standbyCgroup(pid)) {
 			set := reniceListed(func() ([]int, error) {
 				b, err := readFile(filepath.Join(d, "tasks"))
 				if w, err := readFile(filepath.Join(d, cgroupWork, "tasks")); err == nil {
@@ -490,7 +490,7 @@ func standbyCgroup(pid int) string { return "standby-" + strconv.Itoa(pid) }
 // turned off, not in the weak mode, and not with cgroup v2, which cannot
 // rename a cgroup.
 func (p *Provider) standbyOn() bool {
-	return p.standby && !p.weak && p.cg().kind != cgroupV2
+	return p.standby && !p.weak && p.cg.kind != cgroupV2
 }
 
 // wantStandby has a standby machine started after a start: by root at
@@ -641,7 +641,7 @@ func (p *Provider) spawnStandby() error {
 	var cgroups []cgroupPath
 	files := p.standbyFiles()
 	for _, f := range files {
-		cgroups = append(cgroups, cgroupPath{Dir: p.cg().fileDir(f, standbyCgroup(pid)), Name: f.name, Val: f.val})
+		cgroups = append(cgroups, cgroupPath{Dir: p.cg.fileDir(f, standbyCgroup(pid)), Name: f.name, Val: f.val})
 	}
 	if err := writeIDMaps(pid, p.host().uids, p.host().gids); err != nil {
 		return kill(err)
@@ -650,7 +650,7 @@ func (p *Provider) spawnStandby() error {
 	err = os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, wait))
 	if err == nil {
 		err = writeConfig(ctlW, &initConfig{Mode: modeStandby, Cgroups: cgroups, IdleNS: int64(standbyIdle),
-			CgroupRoot: p.cg().root, WorkCgroups: p.cg().workFiles(files, standbyCgroup(pid)),
+			CgroupRoot: p.cg.root, WorkCgroups: p.cg.workFiles(files, standbyCgroup(pid)),
 			Nice: p.uid == 0, SettleNS: int64(standbySettle), Socket: wait})
 	}
 	if err != nil {
@@ -666,8 +666,8 @@ func (p *Provider) spawnStandby() error {
 func (p *Provider) standbyFiles() []cgroupFile {
 	res := p.effectiveResources(providers.Resources{})
 	res.Pids += machinePidsAllowance
-	files := p.cg().machineFiles(res)
-	if p.cg().kind == cgroupV1 && p.cg().controllers["cpu"] {
+	files := p.cg.machineFiles(res)
+	if p.cg.kind == cgroupV1 && p.cg.controllers["cpu"] {
 		files = append(files, cgroupFile{ctl: "cpu", name: "cpu.cfs_quota_us", val: "-1"})
 	}
 	return files
@@ -721,10 +721,10 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 	}
 	// Its cgroups become the sandbox's while it wakes up to answer (it
 	// is in them: its socket is named ready only then).
-	dirs, err := p.cg().rename(standbyCgroup(pid), id+"-"+machineCgroup, p.cg().machineFiles(res))
+	dirs, err := p.cg.rename(standbyCgroup(pid), id+"-"+machineCgroup, p.cg.machineFiles(res))
 	abandon := func() *initProc {
 		_ = killRecorded(rec)
-		removeDirs(append(dirs, p.cg().dirsOf(standbyCgroup(pid))...))
+		removeDirs(append(dirs, p.cg.dirsOf(standbyCgroup(pid))...))
 		return nil
 	}
 	if err != nil {

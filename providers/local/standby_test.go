@@ -72,14 +72,14 @@ func waitStandby(t *testing.T, p *Provider) int {
 func TestStandbyMachine(t *testing.T) {
 	p := newTestProvider(t)
 	if !p.standbyOn() {
-		t.Logf("no standby machines here (%s)", p.cg().describe())
+		t.Logf("no standby machines here (%s)", p.cg.describe())
 		return
 	}
 	// As on a freshly booted host: no sandbox has made the provider's
 	// cgroup in the controllers only a standby sets (cpu). Removed only
 	// while empty.
-	if p.cg().kind == cgroupV1 {
-		_ = unix.Rmdir(filepath.Dir(p.cg().dirOf("cpu", "x")))
+	if p.cg.kind == cgroupV1 {
+		_ = unix.Rmdir(filepath.Dir(p.cg.dirOf("cpu", "x")))
 	}
 	first := newSandbox(t, p, providers.Spec{})
 	if got := mustRun(t, p, first, "echo one"); got != "one\n" {
@@ -89,7 +89,7 @@ func TestStandbyMachine(t *testing.T) {
 	standby := waitStandby(t, p)
 
 	res := providers.Resources{Pids: 55}
-	if p.cg().controllers["cpu"] {
+	if p.cg.controllers["cpu"] {
 		res.CPUs = 0.5
 	}
 	second := newSandbox(t, p, providers.Spec{Resources: res})
@@ -123,7 +123,7 @@ func TestStandbyMachine(t *testing.T) {
 			}
 		}
 	}
-	if p.cg().kind == cgroupV1 {
+	if p.cg.kind == cgroupV1 {
 		want := second + "-" + machineCgroup
 		for _, pid := range procs {
 			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
@@ -134,19 +134,19 @@ func TestStandbyMachine(t *testing.T) {
 				t.Errorf("process %d of the claimed machine is in\n%s\nwant the sandbox's cgroup %s", pid, got, want)
 			}
 		}
-		if p.cg().controllers["pids"] {
-			d := p.cg().limitDir("pids", want)
+		if p.cg.controllers["pids"] {
+			d := p.cg.limitDir("pids", want)
 			if got := readCg(t, filepath.Join(d, "pids.max")); got != strconv.Itoa(res.Pids+machinePidsAllowance)+"\n" {
 				t.Errorf("%s/pids.max = %q, want %d", d, got, res.Pids+machinePidsAllowance)
 			}
 		}
-		if p.cg().controllers["cpu"] {
-			d := p.cg().dirOf("cpu", want)
+		if p.cg.controllers["cpu"] {
+			d := p.cg.dirOf("cpu", want)
 			if got := readCg(t, filepath.Join(d, "cpu.cfs_quota_us")); got != "50000\n" {
 				t.Errorf("%s/cpu.cfs_quota_us = %q, want 50000", d, got)
 			}
 		}
-		for _, d := range p.cg().dirsOf(standbyCgroup(standby)) {
+		for _, d := range p.cg.dirsOf(standbyCgroup(standby)) {
 			if _, err := os.Stat(d); err == nil {
 				t.Errorf("the claimed standby's cgroup %s is left", d)
 			}
@@ -232,7 +232,7 @@ func TestStandbyOff(t *testing.T) {
 func TestStandbyEndsWithItsBinary(t *testing.T) {
 	p := newTestProvider(t)
 	if !p.standbyOn() {
-		t.Logf("no standby machines here (%s)", p.cg().describe())
+		t.Logf("no standby machines here (%s)", p.cg.describe())
 		return
 	}
 	p.exe = copyTestBinary(t)
@@ -292,7 +292,7 @@ func TestStandbyVouchesForMasks(t *testing.T) {
 	}
 	p := newTestProvider(t)
 	if !p.standbyOn() {
-		t.Logf("no standby machines here (%s)", p.cg().describe())
+		t.Logf("no standby machines here (%s)", p.cg.describe())
 		return
 	}
 	id := newSandbox(t, p, providers.Spec{}) // its start writes the cache
