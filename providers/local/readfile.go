@@ -11,8 +11,9 @@ import (
 // readFile is os.ReadFile without an os.File: opening one sets it up for
 // the runtime's poller, which for a regular or /proc file is five more
 // system calls (flags read and set twice, a refused epoll registration)
-// beside open, fstat, read and close. Every operation reads a few such files on
-// its way (the sandbox's record, its init's, /proc/PID/stat and status).
+// beside open, fstat, read and close. Every operation reads a few such
+// files on its way (the sandbox's record, its init's, /proc/PID/stat and
+// status).
 func readFile(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	for err == unix.EINTR {
