@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -155,6 +156,18 @@ const topDirFlag = 0x00020000
 // and the probes and work directories of its overlay mounts). Spread over
 // the disk's groups, the scans stay short.
 func spreadChildren(dir string) bool {
+	return topDir(dir, true)
+}
+
+// spreads says whether the directories made in dir spread across the
+// block groups (see spreadChildren), changing nothing.
+func spreads(dir string) bool {
+	return topDir(dir, false)
+}
+
+// topDir reports whether dir has the top-directory flag, which set asks
+// for when it lacks it.
+func topDir(dir string, set bool) bool {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
@@ -167,5 +180,93 @@ func spreadChildren(dir string) bool {
 	if flags&topDirFlag != 0 {
 		return true
 	}
-	return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|topDirFlag)) == nil
+	return set && unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|topDirFlag)) == nil
+}
+
+// The price of spreading: a directory made in a block group nobody used
+// lately waits for the disk to read that group's inode and block bitmaps
+// (a millisecond or more where the host reclaims cold caches, as virtual
+// machines' often do), and a start makes several (a work directory for
+// each of its overlay mounts, see retireWork) and a create one more (the
+// sandbox's directory). So a reaper, in the background after a delete or
+// a stop, makes them ahead (prepareAhead): the work directories of every
+// free slot fresh, and one directory that the next create renames into
+// place (boxName). A start or create that finds none makes its own.
+
+// boxName, under the provider's directory, is the directory a reaper made
+// ahead for the next sandbox (see prepareAhead).
+const boxName = ".box"
+
+// makeSandboxDir makes dir, a new sandbox's directory: the one a reaper
+// made ahead (boxName), renamed into place, when there is one. Its times
+// are made now's first: Collect takes a directory without metadata for
+// an interrupted create's once its modification time is old.
+func (p *Provider) makeSandboxDir(dir string) error {
+	if p.spread {
+		box := filepath.Join(p.dir, boxName)
+		now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+		if unix.UtimesNanoAt(unix.AT_FDCWD, box, now, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			unix.Renameat2(unix.AT_FDCWD, box, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE) == nil {
+			return nil
+		}
+	}
+	return os.Mkdir(dir, 0o700)
+}
+
+// prepareAhead makes, where directories spread, what the next start and
+// create would otherwise wait for the disk to make: fresh work
+// directories in every free slot of the provider whose directory is
+// stateDir (what they held goes to trash), and the next sandbox's
+// directory.
+func prepareAhead(stateDir, trash string) {
+	if !spreads(stateDir) {
+		return
+	}
+	entries, _ := os.ReadDir(filepath.Join(stateDir, workPool))
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n >= 0 && n < maxSlots {
+			freshenSlot(stateDir, trash, n)
+		}
+	}
+	_ = unix.Mkdir(filepath.Join(stateDir, boxName), 0o700)
+}
+
+// freshenSlot makes the work directories of slot n fresh, unless the slot
+// is in use: its lock is held while that is done, so no start takes it
+// meanwhile (one that tries takes another slot).
+func freshenSlot(stateDir, trash string, n int) {
+	base := slotDir(stateDir, n)
+	lock, err := os.OpenFile(base+".lock", os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer lock.Close()
+	if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return
+	}
+	layers, _ := os.ReadDir(base)
+	for _, l := range layers {
+		// A layer's work directory, not one being replaced (its name
+		// has a stamp after a dot, see replaceWork).
+		if !l.IsDir() || strings.Contains(l.Name()[1:], ".") {
+			continue
+		}
+		if work := filepath.Join(base, l.Name()); !freshWork(work) {
+			replaceWork(work, trash)
+		}
+	}
+}
+
+// freshWork says whether the work directory work holds nothing a mount
+// made in it (overlayfs makes work, with a volatile mount's dirty marker
+// in it, and index with some options), so that the next mount may use it
+// as it is.
+func freshWork(work string) bool {
+	var st unix.Stat_t
+	for _, d := range []string{"work", "index"} {
+		if unix.Lstat(work+"/"+d, &st) != unix.ENOENT {
+			return false
+		}
+	}
+	return true
 }

@@ -64,6 +64,11 @@ func TestStateRemovableByOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stop's reaper (see prepareAhead) is done with the slots first.
+	p.bg.wg.Wait()
+	if err := p.WaitReaped(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		t.Errorf("removing the state directory as its owner: %v", err)
 	}

@@ -996,6 +996,11 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 	if err := p.stopMachine(ctx, dir, stopGrace); err != nil {
 		return fmt.Errorf("local: stop sandbox %s: %w", id, err)
 	}
+	if p.spread {
+		// The machine's work directories are free: a reaper makes them
+		// fresh for the next start (see prepareAhead).
+		p.bg.wg.Go(func() { p.startReaper(filepath.Join(p.dir, trashDir)) })
+	}
 	// Under the machine lock, and only while the sandbox is still
 	// stopped: a start that followed the stop is placing its init in
 	// these cgroups.

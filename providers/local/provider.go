@@ -399,7 +399,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.I
 	for range 5 {
 		id = newID(rand.Reader)
 		dir = filepath.Join(p.dir, id)
-		err := os.Mkdir(dir, 0o700)
+		err := p.makeSandboxDir(dir)
 		if err == nil {
 			break
 		}

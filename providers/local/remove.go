@@ -194,9 +194,13 @@ func runReaper(trash string, lock *os.File) int {
 	}
 	defer lock.Close()
 	tried := map[string]bool{}
-	for {
+	for pass := 0; ; pass++ {
 		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 			return 1
+		}
+		if pass == 0 {
+			// First what the next start or create would wait for.
+			prepareAhead(filepath.Dir(trash), trash)
 		}
 		for _, name := range trashEntries(trash) {
 			// One try per tree: one that cannot be removed now is

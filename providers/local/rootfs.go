@@ -264,18 +264,15 @@ func openWork(work string) {
 // whole of work goes, and a new one made under another name (which places
 // it in another block group, see spreadChildren) takes its place: the
 // inodes the mount makes and frees then land in a group nobody churned
-// lately. Where the renames fail (no trash), the marker is removed in
-// place and overlayfs removes the rest.
+// lately; a work directory a reaper made fresh already (prepareAhead) is
+// used as it is. Where the renames fail (no trash), the marker is removed
+// in place and overlayfs removes the rest.
 func retireWork(work, trash string, spread bool) {
 	if trash != "" {
-		// The slot lock makes the slot's number and the layer's name
-		// unique among the inits renaming now; the time, over time.
-		stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
-		gone := filepath.Join(trash, "work-"+filepath.Base(filepath.Dir(work))+"-"+filepath.Base(work)+"-"+stamp)
-		if spread && replaceDir(work, work+"."+stamp, gone) {
+		if spread && (freshWork(work) || replaceWork(work, trash)) {
 			return
 		}
-		if err := unix.Rename(work+"/work", gone); err == nil || err == unix.ENOENT {
+		if err := unix.Rename(work+"/work", retiredName(work, trash, stamp())); err == nil || err == unix.ENOENT {
 			return
 		}
 	}
@@ -286,6 +283,25 @@ func retireWork(work, trash string, spread bool) {
 	_ = unix.Rmdir(dir)
 	_ = unix.Rmdir(work + "/work/incompat")
 }
+
+// replaceWork moves the work directory work into trash and makes a fresh
+// one in its place; false means work is as it was. The caller holds the
+// slot's lock.
+func replaceWork(work, trash string) bool {
+	s := stamp()
+	return replaceDir(work, work+"."+s, retiredName(work, trash, s))
+}
+
+// retiredName is where the work directory work (or what a mount made in
+// it) goes in trash. The slot lock makes the slot's number and the
+// layer's name unique among the processes renaming now; the stamp, over
+// time.
+func retiredName(work, trash, stamp string) string {
+	return filepath.Join(trash, "work-"+filepath.Base(filepath.Dir(work))+"-"+filepath.Base(work)+"-"+stamp)
+}
+
+// stamp is the time, short.
+func stamp() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
 
 // layerOpt is the path p of an overlay's layer as its mount option: relative
 // to the provider's directory (root's parent, which buildTree made the
