@@ -5,6 +5,7 @@ package local
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -209,6 +210,29 @@ func (w *maskWatch) close() {
 		unix.Close(w.fd)
 		w.fd = -1
 	}
+}
+
+// handTo writes msg to the claimer on c with the watch's descriptor, and
+// closes the watch here. An inotify instance's end frees its marks one by
+// one (~1 µs each, in the kernel) and waits for an RCU grace period: 2-3
+// ms that slowed a start by as much beside it, and a one-off exec's delete
+// when its init ended with the watch open. The claimer gives the
+// descriptor to the next standby machine it starts, which closes it once
+// it is ready, off everyone's way (see runStandby); what is closed here
+// is then only a reference.
+func (w *maskWatch) handTo(c *net.UnixConn, msg []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var oob []byte
+	if w.fd >= 0 {
+		oob = unix.UnixRights(w.fd)
+	}
+	_, _, err := c.WriteMsgUnix(msg, oob, nil)
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+	return err
 }
 
 // claimAnswer is a standby's answer to a claim: claimByte, then the

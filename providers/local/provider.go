@@ -114,10 +114,13 @@ type Provider struct {
 	// directory's file system kept from the sandboxes (see reserve).
 	diskReserve int64
 	// standby says to keep a standby machine (see standby.go);
-	// standbyTimer, once a start asked for the next one, starts it.
+	// standbyTimer, once a start asked for the next one, starts it;
+	// oldWatch is the watch a claimed standby handed over, for the next
+	// one to close (see maskWatch.handTo).
 	standby      bool
 	standbyMu    sync.Mutex
 	standbyTimer *time.Timer
+	oldWatch     *os.File
 }
 
 // New returns a provider storing its sandboxes under cfg.StateDir/local.
@@ -172,6 +175,9 @@ func findHostFacts(uid, gid int) *hostFacts {
 func (p *Provider) Close() error {
 	p.standbyNow()
 	p.bg.wg.Wait()
+	if w := p.takeWatch(); w != nil {
+		w.Close() // no standby took it
+	}
 	if p.trashed.Load() {
 		p.startReaper(filepath.Join(p.dir, trashDir))
 	}

@@ -42,6 +42,11 @@ const (
 	standbyDirFD    = 6
 )
 
+// standbyOldWatchFD, when open in a standby init, is the masks watch of
+// the standby claimed before it, which it closes once it is ready (see
+// maskWatch.handTo).
+const standbyOldWatchFD = 7
+
 // standbyTick is how often a standby init checks that its directory still
 // exists and that it has not waited too long.
 const standbyTick = time.Second
@@ -129,6 +134,10 @@ func runStandby(cfg *initConfig) int {
 		}
 		own[i] = h
 	}
+	oldWatch, err := unix.FcntlInt(standbyOldWatchFD, unix.F_DUPFD_CLOEXEC, claimFDs+ctlFD)
+	if err != nil {
+		oldWatch = -1 // none was handed over
+	}
 	if err := holdFDs(ctlFD, statusFD, machineListenFD, machineSlotFD, machineDirFD); err != nil {
 		return fail(err)
 	}
@@ -176,17 +185,14 @@ func runStandby(cfg *initConfig) int {
 	if err := unix.Renameat(own[1], cfg.Socket, own[1], ready); err != nil {
 		return fail(fmt.Errorf("announce the standby machine: %w", err))
 	}
+	if oldWatch >= 0 {
+		go unix.Close(oldWatch)
+	}
 	conn, err := awaitClaim(own[0], own[1], sb.exe, time.Duration(cfg.IdleNS))
 	if err != nil {
 		return 0 // unclaimed: nothing to report, and nobody to report it to
 	}
-	err = takeClaim(conn, watch.vouch())
-	// A second later, off the start's way: an inotify instance's end
-	// frees its marks one by one (~1 µs each, in the kernel) and waits
-	// for an RCU grace period; beside the start, it slowed it by 2-3 ms.
-	// (A sandbox deleted within that second, as a one-off exec's is,
-	// has its init close it as it ends, which its delete waits for.)
-	time.AfterFunc(standbyTick, watch.close)
+	err = takeClaim(conn, watch)
 	if err != nil {
 		return fail(err)
 	}
@@ -290,14 +296,14 @@ func awaitClaim(lnFD, dirFD, exeFD int, idle time.Duration) (*net.UnixConn, erro
 }
 
 // takeClaim says to the claiming host that this init is its (and which
-// masks cache its watch vouches for, see maskWatch), receives the
-// descriptors a fresh machine init has (control, status, the machine's
-// listening socket, its work slot and its state directory) and puts them
-// where a fresh init has them.
-func takeClaim(c *net.UnixConn, vouched uint64) error {
+// masks cache its watch vouches for, see maskWatch, handing the watch
+// over), receives the descriptors a fresh machine init has (control,
+// status, the machine's listening socket, its work slot and its state
+// directory) and puts them where a fresh init has them.
+func takeClaim(c *net.UnixConn, watch *maskWatch) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(claimTimeout))
-	if _, err := c.Write(claimAnswer(vouched)); err != nil {
+	if err := watch.handTo(c, claimAnswer(watch.vouch())); err != nil {
 		return fmt.Errorf("answer the claim: %w", err)
 	}
 	buf := make([]byte, 1)
@@ -616,7 +622,12 @@ func (p *Provider) spawnStandby() error {
 	defer ctlW.Close()
 	// Its status goes nowhere before a claim: the control pipe's reading
 	// end holds the place.
-	cmd := p.initCmd([]*os.File{ctlR, ctlR, lnFile, dirFile})
+	files := []*os.File{ctlR, ctlR, lnFile, dirFile}
+	if old := p.takeWatch(); old != nil {
+		defer old.Close()
+		files = append(files, old) // standbyOldWatchFD
+	}
+	cmd := p.initCmd(files)
 	err = cmd.Start()
 	ctlR.Close()
 	if err != nil {
@@ -639,8 +650,8 @@ func (p *Provider) spawnStandby() error {
 		return kill(err)
 	}
 	var cgroups []cgroupPath
-	files := p.standbyFiles()
-	for _, f := range files {
+	limits := p.standbyFiles()
+	for _, f := range limits {
 		cgroups = append(cgroups, cgroupPath{Dir: p.cg.fileDir(f, standbyCgroup(pid)), Name: f.name, Val: f.val})
 	}
 	if err := writeIDMaps(pid, p.host().uids, p.host().gids); err != nil {
@@ -650,7 +661,7 @@ func (p *Provider) spawnStandby() error {
 	err = os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, wait))
 	if err == nil {
 		err = writeConfig(ctlW, &initConfig{Mode: modeStandby, Cgroups: cgroups, IdleNS: int64(standbyIdle),
-			CgroupRoot: p.cg.root, WorkCgroups: p.cg.workFiles(files, standbyCgroup(pid)),
+			CgroupRoot: p.cg.root, WorkCgroups: p.cg.workFiles(limits, standbyCgroup(pid)),
 			Nice: p.uid == 0, SettleNS: int64(standbySettle), Socket: wait})
 	}
 	if err != nil {
@@ -732,7 +743,15 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 	}
 	_ = c.SetDeadline(time.Now().Add(claimTimeout))
 	b := make([]byte, len(claimAnswer(0)))
-	if _, err := io.ReadFull(c, b); err != nil || b[0] != claimByte {
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := c.ReadMsgUnix(b, oob)
+	if err == nil {
+		p.keepWatch(rightsOf(oob[:oobn]))
+		if n < len(b) {
+			_, err = io.ReadFull(c, b[n:])
+		}
+	}
+	if err != nil || b[0] != claimByte {
 		return abandon()
 	}
 	if _, _, err := c.WriteMsgUnix([]byte{claimByte}, unix.UnixRights(fdsOf(files)...), nil); err != nil {
@@ -748,4 +767,32 @@ func (p *Provider) claim(dir, key, name, id string, res providers.Resources, fil
 			removeDirs(dirs)
 		},
 	}
+}
+
+// keepWatch keeps the first of fds, the masks watch a claimed standby
+// handed over (see maskWatch.handTo), for the next standby to close, and
+// closes the others.
+func (p *Provider) keepWatch(fds []int) {
+	if len(fds) == 0 {
+		return
+	}
+	for _, fd := range fds[1:] {
+		unix.Close(fd)
+	}
+	p.standbyMu.Lock()
+	old := p.oldWatch
+	p.oldWatch = os.NewFile(uintptr(fds[0]), "masks watch")
+	p.standbyMu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// takeWatch returns the watch keepWatch kept, if any, and forgets it.
+func (p *Provider) takeWatch() *os.File {
+	p.standbyMu.Lock()
+	defer p.standbyMu.Unlock()
+	w := p.oldWatch
+	p.oldWatch = nil
+	return w
 }

@@ -4,6 +4,7 @@ package local
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -347,4 +348,138 @@ func TestStandbyVouchesForMasks(t *testing.T) {
 	if !checked {
 		t.Errorf("the start after a secret was made did not check the host")
 	}
+}
+
+// inotifyHolders lists the processes (pid/fd) holding an inotify
+// instance that watches the file path.
+func inotifyHolders(t *testing.T, path string) []string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := "ino:" + strconv.FormatUint(st.Ino, 16) + " "
+	infos, _ := filepath.Glob("/proc/[0-9]*/fdinfo/*")
+	var out []string
+	for _, info := range infos {
+		b, err := os.ReadFile(info)
+		if err == nil && strings.Contains(string(b), want) {
+			out = append(out, strings.TrimPrefix(strings.Replace(info, "/fdinfo/", "/", 1), "/proc/"))
+		}
+	}
+	return out
+}
+
+// TestWatchHandedOn: a claimed standby hands its masks watch to the
+// claimer and keeps none (its end, 2-3 ms in the kernel, is then none of
+// the machine's: a one-off exec's delete waited for it); the claimer
+// gives it to the standby machine it starts next, which closes it once
+// ready, so that in the end nobody holds it.
+func TestWatchHandedOn(t *testing.T) {
+	t.Run("handTo", func(t *testing.T) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fds[1])
+		f := os.NewFile(uintptr(fds[0]), "claim")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		in, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &maskWatch{fd: in}
+		if err := w.handTo(c.(*net.UnixConn), claimAnswer(7)); err != nil {
+			t.Fatal(err)
+		}
+		if w.fd != -1 {
+			t.Errorf("the watch is still open in the standby (fd %d)", w.fd)
+		}
+		b := make([]byte, 16)
+		oob := make([]byte, unix.CmsgSpace(4))
+		n, oobn, _, _, err := unix.Recvmsg(fds[1], b, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rightsOf(oob[:oobn])
+		if n != len(claimAnswer(7)) || len(got) != 1 {
+			t.Fatalf("the claimer got %d bytes and descriptors %v, want the answer and one", n, got)
+		}
+		defer unix.Close(got[0])
+		if link, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(got[0])); link != "anon_inode:inotify" {
+			t.Errorf("the descriptor handed over is %q, want the inotify instance", link)
+		}
+	})
+	t.Run("next standby closes it", func(t *testing.T) {
+		p := newTestProvider(t)
+		if !p.standbyOn() {
+			t.Logf("no standby machines here (%s)", p.cg.describe())
+			return
+		}
+		marker := filepath.Join(t.TempDir(), "watched")
+		if err := os.WriteFile(marker, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		in, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.InotifyAddWatch(in, marker, unix.IN_MODIFY); err != nil {
+			t.Fatal(err)
+		}
+		p.keepWatch([]int{in})
+		if got := inotifyHolders(t, marker); len(got) != 1 {
+			t.Fatalf("the kept watch is held by %v, want this process alone", got)
+		}
+		if err := p.spawnStandby(); err != nil {
+			t.Fatal(err)
+		}
+		waitStandby(t, p)
+		if w := p.takeWatch(); w != nil {
+			w.Close()
+			t.Fatal("the standby machine started did not take the watch")
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for got := inotifyHolders(t, marker); len(got) > 0; got = inotifyHolders(t, marker) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the watch handed on is still held by %v", got)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	t.Run("claimed machine keeps none", func(t *testing.T) {
+		p := newTestProvider(t)
+		if !p.standbyOn() {
+			t.Logf("no standby machines here (%s)", p.cg.describe())
+			return
+		}
+		newSandbox(t, p, providers.Spec{}) // writes the masks cache, leaves a standby
+		p.standbyNow()
+		pid := waitStandby(t, p)
+		if os.Getuid() == 0 {
+			time.Sleep(time.Second) // its watch checked the cache
+		}
+		id := newSandbox(t, p, providers.Spec{})
+		if rec := runningMachine(t, p, id); rec.pid != pid {
+			t.Fatalf("the sandbox's machine is %d, not the standby %d", rec.pid, pid)
+		}
+		fds, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/fd/*")
+		for _, fd := range fds {
+			if link, _ := os.Readlink(fd); link == "anon_inode:inotify" {
+				t.Errorf("the claimed machine still holds a masks watch (%s)", fd)
+			}
+		}
+		if os.Getuid() == 0 {
+			p.bg.wg.Wait()
+			if w := p.takeWatch(); w != nil {
+				w.Close()
+				t.Error("the watch the claim brought was not handed to the next standby")
+			}
+		}
+	})
 }
