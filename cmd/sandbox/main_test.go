@@ -61,6 +61,8 @@ func TestScripts(t *testing.T) {
 			// Every event the script had recorded in the audit log
 			// follows the schema.
 			audit := filepath.Join(env.WorkDir, ".state", "sandbox", "audit.jsonl")
+			// The work directory goes once no reaper works in it.
+			env.Defer(func() { waitReaped(env.T(), filepath.Join(env.WorkDir, ".state")) })
 			env.Defer(func() {
 				data, err := os.ReadFile(audit)
 				if err != nil {

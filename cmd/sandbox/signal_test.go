@@ -50,7 +50,29 @@ type runner struct {
 
 func newRunner(t *testing.T, bin string) *runner {
 	dir := t.TempDir()
-	return &runner{t: t, bin: bin, state: filepath.Join(dir, "state"), dir: dir}
+	state := filepath.Join(dir, "state")
+	// Before the directory goes (cleanups run last first).
+	t.Cleanup(func() { waitReaped(t, state) })
+	return &runner{t: t, bin: bin, state: state, dir: dir}
+}
+
+// waitReaped waits (a while) until no reaper of the local provider works
+// in the state directory state: one a delete or a stop started empties
+// the trash and prepares the next start's directories after the CLI has
+// exited, holding the trash's lock meanwhile.
+func waitReaped(t interface{ Fatal(...any) }, state string) {
+	lock, err := os.Open(filepath.Join(state, "sandbox", "local", ".trash", ".lock"))
+	if err != nil {
+		return // no trash: no reaper
+	}
+	defer lock.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("a reaper still works in " + state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (c *runner) command(args ...string) *exec.Cmd {

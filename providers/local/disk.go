@@ -152,8 +152,23 @@ type diskWatch struct {
 	usage  int64
 	cut    int64 // usage when the cut-off began
 	walked time.Time
-	free   uint64 // free bytes and inodes at the last walk
-	files  uint64
+	// free and files are the most free bytes and inodes seen since the
+	// last walk: the file system is the host's, and what other processes
+	// free meanwhile (a reaper emptying the trash) must not hide what
+	// the sandbox writes.
+	free  uint64
+	files uint64
+}
+
+// due says whether the watch walks the sandbox's files again now, the
+// file system having free bytes and inodes free: a walk is due when there
+// was none, one is old, or the free space fell by a step from the most
+// seen since the last walk.
+func (w *diskWatch) due(now time.Time, free, files uint64, over bool) bool {
+	w.free, w.files = max(w.free, free), max(w.files, files)
+	return w.walked.IsZero() || now.Sub(w.walked) >= diskRewalk ||
+		free+diskStep <= w.free || files+diskInodeStep <= w.files ||
+		(over && now.Sub(w.walked) >= diskOverRewalk)
 }
 
 // watchDisk keeps the quota q until the machine is done.
@@ -174,10 +189,7 @@ func (m *machine) watchDisk(q diskQuota) {
 		free, files := st.Bavail*uint64(st.Bsize), st.Ffree
 		now := time.Now()
 		over := m.diskOver.Load()
-		due := w.walked.IsZero() || now.Sub(w.walked) >= diskRewalk ||
-			free+diskStep <= w.free || files+diskInodeStep <= w.files ||
-			(over && now.Sub(w.walked) >= diskOverRewalk)
-		if due {
+		if w.due(now, free, files, over) {
 			usage, err := diskUsage(m.dir)
 			if err != nil {
 				continue

@@ -47,6 +47,46 @@ func TestJudgeDisk(t *testing.T) {
 	}
 }
 
+// TestDiskWatchDue: the watch walks again when the free space fell by a
+// step, counted from the most it saw since its last walk: space another
+// process freed meanwhile (on the host's file system) does not hide what
+// the sandbox writes after.
+func TestDiskWatchDue(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	start := time.Now()
+	type tick struct {
+		after time.Duration
+		free  uint64 // MiB
+		files uint64
+		want  bool
+	}
+	tests := []struct {
+		name  string
+		ticks []tick
+	}{
+		{"first tick walks", []tick{{0, 1000, 1e6, true}}},
+		{"small falls do not", []tick{{0, 1000, 1e6, true}, {1, 990, 1e6, false}, {2, 980, 1e6, false}}},
+		{"a step's fall does", []tick{{0, 1000, 1e6, true}, {1, 980, 1e6, false}, {2, 968, 1e6, true}}},
+		{"a step's fall after space freed elsewhere", []tick{{0, 1000, 1e6, true}, {1, 1100, 1e6, false}, {2, 1060, 1e6, true}}},
+		{"inodes", []tick{{0, 1000, 1e6, true}, {1, 1000, 1e6 + 5000, false}, {2, 1000, 1e6 + 900, true}}},
+		{"an old walk", []tick{{0, 1000, 1e6, true}, {diskRewalk, 1000, 1e6, true}}},
+	}
+	for _, tc := range tests {
+		w := &diskWatch{}
+		for i, k := range tc.ticks {
+			now := start.Add(k.after)
+			got := w.due(now, k.free*mib, k.files, false)
+			if got != k.want {
+				t.Errorf("%s: tick %d (free %d MiB, %d inodes): due %v, want %v", tc.name, i, k.free, k.files, got, k.want)
+			}
+			if got {
+				w.walked, w.free, w.files = now, k.free*mib, k.files
+			}
+		}
+	}
+}
+
 // diskUsageEnv names the directory a re-executed TestDiskUsage measures
 // (see diskUsageAsInit).
 const diskUsageEnv = "SANDBOX_TEST_DISK_USAGE_OF"
