@@ -149,37 +149,14 @@ func TestFreshenSlot(t *testing.T) {
 	}
 }
 
-// spreadingDir returns a test directory whose subdirectories spread over
-// the disk's block groups: one under the system's temporary directory or
-// else beside the package (ext2, 3 and 4 only).
-func spreadingDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if spreadChildren(dir) {
-		return dir
-	}
-	dir, err := os.MkdirTemp(".", "spread-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = removeTree(dir) })
-	if !spreadChildren(dir) {
-		t.Skip("neither the temporary directory nor the package's is on ext2, 3 or 4: nothing spreads here")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
-// TestPrepareAhead: where directories spread, a reaper's first pass makes
-// every free slot fresh and the next sandbox's directory; elsewhere (on
-// tmpfs, where a directory costs nothing) it does nothing.
+// TestPrepareAhead: a reaper of a provider whose directories spread
+// first makes every free slot fresh and the next sandbox's directory;
+// one whose directories do not (tmpfs, where a directory costs nothing)
+// does neither.
 func TestPrepareAhead(t *testing.T) {
 	t.Parallel()
-	prepared := func(t *testing.T, state string) (fresh, box bool) {
-		t.Helper()
+	for _, spread := range []bool{true, false} {
+		state := t.TempDir()
 		trash := filepath.Join(state, trashDir)
 		if err := os.MkdirAll(trash, 0o700); err != nil {
 			t.Fatal(err)
@@ -190,28 +167,22 @@ func TestPrepareAhead(t *testing.T) {
 		if err := os.WriteFile(slotDir(state, 0)+".lock", nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		dirtyWork(t, filepath.Join(slotDir(state, 0), "etc"))
-		prepareAhead(state, trash)
-		var st unix.Stat_t
-		return freshWork(filepath.Join(slotDir(state, 0), "etc")), unix.Lstat(filepath.Join(state, boxName), &st) == nil
-	}
-	t.Run("spread", func(t *testing.T) {
-		t.Parallel()
-		if fresh, box := prepared(t, spreadingDir(t)); !fresh || !box {
-			t.Errorf("fresh slot %v, box %v; want both", fresh, box)
-		}
-	})
-	t.Run("tmpfs", func(t *testing.T) {
-		t.Parallel()
-		dir, err := os.MkdirTemp("/dev/shm", "ahead-")
-		if err != nil {
+		if err := os.WriteFile(filepath.Join(trash, trashLock), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		if fresh, box := prepared(t, dir); fresh || box {
-			t.Errorf("fresh slot %v, box %v; want neither", fresh, box)
+		dirtyWork(t, filepath.Join(slotDir(state, 0), "etc"))
+		if code := runReaper(trash, nil, spread); code != 0 {
+			t.Fatalf("spread %v: runReaper = %d", spread, code)
 		}
-	})
+		fresh := freshWork(filepath.Join(slotDir(state, 0), "etc"))
+		box := inode(t, filepath.Join(state, boxName)) != 0
+		if fresh != spread || box != spread {
+			t.Errorf("spread %v: fresh slot %v, box %v; want both %v", spread, fresh, box, spread)
+		}
+		if got := trashEntries(trash); spread && len(got) != 0 {
+			t.Errorf("spread %v: the reaper left %v in the trash", spread, got)
+		}
+	}
 }
 
 // TestMakeSandboxDirTakesTheBox: a create renames the directory made
@@ -256,13 +227,16 @@ func TestMakeSandboxDirTakesTheBox(t *testing.T) {
 	}
 }
 
-// TestDeleteAndStopPrepareAhead: after a delete, and after a stop, the
-// reaper leaves every free slot's work directories fresh (the next start
+// TestDeleteAndStopPrepareAhead: where directories spread, after a delete
+// and after a stop the reaper leaves every free slot's work directories fresh (the next start
 // mounts in them as they are) and, after the delete, a directory the next
 // create takes as its sandbox's.
 func TestDeleteAndStopPrepareAhead(t *testing.T) {
 	t.Parallel()
-	p := providerAt(t, spreadingDir(t))
+	p := newTestProvider(t)
+	// As New finds it on ext2, 3 and 4; forced so that this holds
+	// wherever the test directory lies.
+	p.spread = true
 	ctx := context.Background()
 	reaped := func() {
 		t.Helper()

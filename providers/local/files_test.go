@@ -689,7 +689,7 @@ func TestReaperLeavesStuckTrees(t *testing.T) {
 	setImmutable(t, stuck, true)
 	defer setImmutable(t, stuck, false)
 	done := make(chan int, 1)
-	go func() { done <- runReaper(trash, nil) }()
+	go func() { done <- runReaper(trash, nil, false) }()
 	select {
 	case code := <-done:
 		if code != 0 {

@@ -29,8 +29,9 @@ const initArgv0 = "sandbox-local-init"
 // calls it first thing, and so does TestMain of every test binary that uses
 // the provider.
 func MaybeRunInit() {
-	if len(os.Args) == 2 && os.Args[0] == reapArgv0 {
-		os.Exit(runReaper(os.Args[1], os.NewFile(reaperLockFD, "trash lock")))
+	if (len(os.Args) == 2 || len(os.Args) == 3) && os.Args[0] == reapArgv0 {
+		spread := len(os.Args) == 3 && os.Args[2] == reapSpread
+		os.Exit(runReaper(os.Args[1], os.NewFile(reaperLockFD, "trash lock"), spread))
 	}
 	if len(os.Args) != 1 || (os.Args[0] != initArgv0 && os.Args[0] != runnerArgv0) {
 		return

@@ -156,18 +156,6 @@ const topDirFlag = 0x00020000
 // and the probes and work directories of its overlay mounts). Spread over
 // the disk's groups, the scans stay short.
 func spreadChildren(dir string) bool {
-	return topDir(dir, true)
-}
-
-// spreads says whether the directories made in dir spread across the
-// block groups (see spreadChildren), changing nothing.
-func spreads(dir string) bool {
-	return topDir(dir, false)
-}
-
-// topDir reports whether dir has the top-directory flag, which set asks
-// for when it lacks it.
-func topDir(dir string, set bool) bool {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
@@ -180,7 +168,7 @@ func topDir(dir string, set bool) bool {
 	if flags&topDirFlag != 0 {
 		return true
 	}
-	return set && unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|topDirFlag)) == nil
+	return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|topDirFlag)) == nil
 }
 
 // The price of spreading: a directory made in a block group nobody used
@@ -213,15 +201,12 @@ func (p *Provider) makeSandboxDir(dir string) error {
 	return os.Mkdir(dir, 0o700)
 }
 
-// prepareAhead makes, where directories spread, what the next start and
-// create would otherwise wait for the disk to make: fresh work
-// directories in every free slot of the provider whose directory is
+// prepareAhead makes what the next start and create would otherwise wait
+// for the disk to make (a reaper runs it where directories spread): fresh
+// work directories in every free slot of the provider whose directory is
 // stateDir (what they held goes to trash), and the next sandbox's
 // directory.
 func prepareAhead(stateDir, trash string) {
-	if !spreads(stateDir) {
-		return
-	}
 	entries, _ := os.ReadDir(filepath.Join(stateDir, workPool))
 	for _, e := range entries {
 		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n >= 0 && n < maxSlots {
@@ -236,14 +221,11 @@ func prepareAhead(stateDir, trash string) {
 // meanwhile (one that tries takes another slot).
 func freshenSlot(stateDir, trash string, n int) {
 	base := slotDir(stateDir, n)
-	lock, err := os.OpenFile(base+".lock", os.O_RDWR, 0)
+	lock, err := lockFile(filepath.Dir(base), filepath.Base(base)+".lock", unix.LOCK_EX|unix.LOCK_NB)
 	if err != nil {
 		return
 	}
 	defer lock.Close()
-	if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return
-	}
 	layers, _ := os.ReadDir(base)
 	for _, l := range layers {
 		// A layer's work directory, not one being replaced (its name

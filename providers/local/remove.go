@@ -74,6 +74,11 @@ const trashDir = ".trash"
 // process that empties the trash (see MaybeRunInit).
 const reapArgv0 = "sandbox-local-reap"
 
+// reapSpread, a reaper's second argument, says that the provider's
+// directories spread (see spreadChildren): the reaper then prepares what
+// the next start and create need (see prepareAhead).
+const reapSpread = "spread"
+
 // discard removes the sandbox tree dir without making the caller wait for
 // it: the tree is renamed into the trash (one rename on the same
 // filesystem) and a detached reaper removes it, so a delete costs the
@@ -119,6 +124,9 @@ func (p *Provider) startReaper(trash string) {
 		return
 	}
 	args := []string{reapArgv0, trash}
+	if p.spread {
+		args = append(args, reapSpread)
+	}
 	cmd := &exec.Cmd{
 		Path:       p.exe,
 		Args:       args,
@@ -179,8 +187,9 @@ const trashLock = ".lock"
 const reaperLockFD = 3
 
 // runReaper empties the trash directory; it returns the exit code. lock
-// is the trash lock, already held (nil: it is opened and taken here).
-func runReaper(trash string, lock *os.File) int {
+// is the trash lock, already held (nil: it is opened and taken here);
+// spread says that the provider's directories spread (see prepareAhead).
+func runReaper(trash string, lock *os.File, spread bool) int {
 	// Background work: it yields the CPU to whatever runs in the
 	// foreground (its starter set this already, see startReaper).
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, reaperNice)
@@ -198,7 +207,7 @@ func runReaper(trash string, lock *os.File) int {
 		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 			return 1
 		}
-		if pass == 0 {
+		if pass == 0 && spread {
 			// First what the next start or create would wait for.
 			prepareAhead(filepath.Dir(trash), trash)
 		}
