@@ -181,6 +181,7 @@ func newModel(ctx context.Context, o Options) *model {
 	m.editor = textarea.New()
 	m.editor.ShowLineNumbers = false
 	m.editor.CharLimit = 0
+	m.editor.FocusedStyle, m.editor.BlurredStyle = editorStyles(st)
 	m.spin = spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(st.Info))
 	popts := []progress.Option{progress.WithSolidFill(string(st.Bar)), progress.WithoutPercentage()}
 	if !o.Color {
@@ -196,6 +197,26 @@ func newModel(ctx context.Context, o Options) *model {
 		m.sb.add(kindInfo, "setup script: "+o.Setup)
 	}
 	return m
+}
+
+// editorStyles are the built-in editor's styles in the TUI's colours: the
+// textarea's own defaults are adaptive ones, which would want the terminal
+// asked for its background (see package quiet).
+func editorStyles(st Styles) (focused, blurred textarea.Style) {
+	focused = textarea.Style{
+		Base:             st.Stdout,
+		CursorLine:       st.Stdout,
+		CursorLineNumber: st.Info,
+		EndOfBuffer:      st.Info,
+		LineNumber:       st.Info,
+		Placeholder:      st.Info,
+		Prompt:           st.Prompt,
+		Text:             st.Stdout,
+	}
+	blurred = focused
+	blurred.CursorLine = st.Info
+	blurred.Text = st.Info
+	return focused, blurred
 }
 
 // Messages produced by commands.

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/bubbles/textarea"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 
 	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/providers"
@@ -699,5 +701,30 @@ func TestDialogMasksSecrets(t *testing.T) {
 	ask(m, 1, execReq("curl -H 'token: hunter2' example.com"))
 	if v := m.View(); strings.Contains(v, "hunter2") || !strings.Contains(v, "token: ***") {
 		t.Fatalf("the dialog shows a secret:\n%s", v)
+	}
+}
+
+// TestEditorStylesNameFixedColours: the built-in editor draws nothing in an
+// adaptive colour, whose choice would need the terminal's background, which
+// the program no longer asks for (package quiet).
+func TestEditorStylesNameFixedColours(t *testing.T) {
+	t.Parallel()
+	focused, blurred := editorStyles(NewStyles(io.Discard, true))
+	m := newModel(context.Background(), Options{Out: io.Discard, Color: true})
+	for name, s := range map[string]textarea.Style{
+		"focused": focused, "blurred": blurred,
+		"model's focused": m.editor.FocusedStyle, "model's blurred": m.editor.BlurredStyle,
+	} {
+		for field, st := range map[string]lipgloss.Style{
+			"Base": s.Base, "CursorLine": s.CursorLine, "CursorLineNumber": s.CursorLineNumber,
+			"EndOfBuffer": s.EndOfBuffer, "LineNumber": s.LineNumber, "Placeholder": s.Placeholder,
+			"Prompt": s.Prompt, "Text": s.Text,
+		} {
+			for _, c := range []lipgloss.TerminalColor{st.GetForeground(), st.GetBackground()} {
+				if _, ok := c.(lipgloss.AdaptiveColor); ok {
+					t.Errorf("%s %s: adaptive colour %v", name, field, c)
+				}
+			}
+		}
 	}
 }

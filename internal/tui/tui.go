@@ -19,6 +19,9 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	// Before Bubble Tea's initialiser: no question to the terminal at start.
+	_ "github.com/agentbox/sandbox/internal/tui/quiet"
+
 	"github.com/agentbox/sandbox/internal/engine"
 )
 
