@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -724,6 +725,36 @@ func TestEditorStylesNameFixedColours(t *testing.T) {
 				if _, ok := c.(lipgloss.AdaptiveColor); ok {
 					t.Errorf("%s %s: adaptive colour %v", name, field, c)
 				}
+			}
+		}
+	}
+}
+
+// TestStylesReadOnAnyBackground: the TUI does not ask the terminal for its
+// background (package quiet), so a style drawn on the terminal's own
+// background may not name white or black, which vanish on one of the two.
+func TestStylesReadOnAnyBackground(t *testing.T) {
+	t.Parallel()
+	vanishing := map[lipgloss.Color]bool{"0": true, "7": true, "15": true, "16": true, "231": true, "255": true}
+	st := NewStyles(io.Discard, true)
+	v := reflect.ValueOf(st)
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		var styles []lipgloss.Style
+		switch f := v.Field(i).Interface().(type) {
+		case lipgloss.Style:
+			styles = append(styles, f)
+		case map[string]lipgloss.Style:
+			for _, s := range f {
+				styles = append(styles, s)
+			}
+		}
+		for _, s := range styles {
+			if _, ok := s.GetBackground().(lipgloss.NoColor); !ok {
+				continue // on a background of its own
+			}
+			if c, ok := s.GetForeground().(lipgloss.Color); ok && vanishing[c] {
+				t.Errorf("%s: colour %s on the terminal's background", name, c)
 			}
 		}
 	}

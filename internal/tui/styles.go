@@ -94,7 +94,7 @@ func stylesFor(r *lipgloss.Renderer, color bool) Styles {
 		DiffHunk:     n.Foreground(accent),
 		Warn:         n.Foreground(warn).Bold(true),
 		Help:         n.Foreground(muted),
-		HelpKey:      n.Foreground(fg).Bold(true),
+		HelpKey:      n.Bold(true), // the terminal's own foreground: it reads on any background
 		Bar:          accent,
 		BarEmpty:     muted,
 		Color:        color,
