@@ -38,10 +38,9 @@ func TestStartAsksTheTerminalNothing(t *testing.T) {
 			master, slave := openTestPTY(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := c.command(args...)
-			cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
-			cmd.Dir = c.dir
-			cmd.Env = append(c.command().Env, "TERM=xterm-256color", "COLORTERM=truecolor")
+			base := c.command(args...)
+			cmd := exec.CommandContext(ctx, base.Path, base.Args[1:]...)
+			cmd.Dir, cmd.Env = base.Dir, append(base.Env, "TERM=xterm-256color", "COLORTERM=truecolor")
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 			// The terminal is the program's controlling one and its
 			// process group the foreground, as in a shell.

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -705,9 +706,28 @@ func TestDialogMasksSecrets(t *testing.T) {
 	}
 }
 
-// TestEditorStylesNameFixedColours: the built-in editor draws nothing in an
-// adaptive colour, whose choice would need the terminal's background, which
-// the program no longer asks for (package quiet).
+// backgroundTrouble says what makes style s depend on the terminal's
+// background, which the program never asks for (package quiet): an
+// adaptive colour, or white or black drawn on the terminal's own
+// background (each vanishes on one of the two); "" when nothing does.
+func backgroundTrouble(s lipgloss.Style) string {
+	vanishing := map[lipgloss.Color]bool{"0": true, "7": true, "15": true, "16": true, "231": true, "255": true}
+	for _, c := range []lipgloss.TerminalColor{s.GetForeground(), s.GetBackground()} {
+		if _, ok := c.(lipgloss.AdaptiveColor); ok {
+			return fmt.Sprintf("adaptive colour %v", c)
+		}
+	}
+	if _, ok := s.GetBackground().(lipgloss.NoColor); !ok {
+		return "" // on a background of its own
+	}
+	if c, ok := s.GetForeground().(lipgloss.Color); ok && vanishing[c] {
+		return fmt.Sprintf("colour %s on the terminal's background", c)
+	}
+	return ""
+}
+
+// TestEditorStylesNameFixedColours: the built-in editor's styles (the
+// textarea's own defaults are adaptive) depend on no background.
 func TestEditorStylesNameFixedColours(t *testing.T) {
 	t.Parallel()
 	focused, blurred := editorStyles(NewStyles(io.Discard, true))
@@ -721,23 +741,18 @@ func TestEditorStylesNameFixedColours(t *testing.T) {
 			"EndOfBuffer": s.EndOfBuffer, "LineNumber": s.LineNumber, "Placeholder": s.Placeholder,
 			"Prompt": s.Prompt, "Text": s.Text,
 		} {
-			for _, c := range []lipgloss.TerminalColor{st.GetForeground(), st.GetBackground()} {
-				if _, ok := c.(lipgloss.AdaptiveColor); ok {
-					t.Errorf("%s %s: adaptive colour %v", name, field, c)
-				}
+			if why := backgroundTrouble(st); why != "" {
+				t.Errorf("%s %s: %s", name, field, why)
 			}
 		}
 	}
 }
 
-// TestStylesReadOnAnyBackground: the TUI does not ask the terminal for its
-// background (package quiet), so a style drawn on the terminal's own
-// background may not name white or black, which vanish on one of the two.
+// TestStylesReadOnAnyBackground: no style of the TUI depends on the
+// terminal's background.
 func TestStylesReadOnAnyBackground(t *testing.T) {
 	t.Parallel()
-	vanishing := map[lipgloss.Color]bool{"0": true, "7": true, "15": true, "16": true, "231": true, "255": true}
-	st := NewStyles(io.Discard, true)
-	v := reflect.ValueOf(st)
+	v := reflect.ValueOf(NewStyles(io.Discard, true))
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
 		var styles []lipgloss.Style
@@ -750,11 +765,8 @@ func TestStylesReadOnAnyBackground(t *testing.T) {
 			}
 		}
 		for _, s := range styles {
-			if _, ok := s.GetBackground().(lipgloss.NoColor); !ok {
-				continue // on a background of its own
-			}
-			if c, ok := s.GetForeground().(lipgloss.Color); ok && vanishing[c] {
-				t.Errorf("%s: colour %s on the terminal's background", name, c)
+			if why := backgroundTrouble(s); why != "" {
+				t.Errorf("%s: %s", name, why)
 			}
 		}
 	}
