@@ -216,6 +216,11 @@ type Capabilities struct {
 	Resources bool `json:"resources"`
 	// Image reports that Spec.Image (a template, snapshot or image) is honoured.
 	Image bool `json:"image"`
+	// EndsWithCaller reports that a foreground command whose caller goes
+	// away (its connection cut, the calling process killed) is ended by
+	// the provider itself, its process group killed: a caller that dies
+	// leaves nothing running.
+	EndsWithCaller bool `json:"ends_with_caller"`
 }
 
 // Spec describes a sandbox to create.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -340,5 +341,78 @@ func TestInterruptReusedSandbox(t *testing.T) {
 		t.Fatalf("delete: %v", err)
 	}
 	waitFor(t, "the machine to end", func() bool { return syscall.Kill(machine, 0) != nil })
+	c.assertNoLeak()
+}
+
+// TestEarlyInterruptReusedSandbox signals an exec in a reused sandbox as
+// soon as its command runs, before the CLI arms SIGINT and SIGTERM (it
+// waits a while on a local machine, which ends a command whose caller
+// dies): the CLI ends by the signal itself, and the machine still kills
+// the command's whole process group; the sandbox works on. It tries until
+// it has seen that early end once (a slow start can arm first, and then
+// the exit is 130 and nothing survives either).
+func TestEarlyInterruptReusedSandbox(t *testing.T) {
+	bin := buildBinary(t)
+	c := newRunner(t, bin)
+	out, err := c.command("create").Output()
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	id := strings.TrimSpace(string(out))
+	ws := filepath.Join(c.state, "sandbox", "local", id, "upper", ".root", "workspace")
+	if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	early := false
+	tries := 0
+	for ; tries < 10 && !early; tries++ {
+		busy := filepath.Join(ws, fmt.Sprintf("busy-%d", tries))
+		cmd := c.command("--sandbox-id", id, "exec", "--", "sh", "-c",
+			fmt.Sprintf("touch /workspace/busy-%d; (sleep 2; touch /workspace/survived-%d) & sleep 60", tries, tries))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := os.Stat(busy); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatal("the command did not start")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled():
+			if sig := ee.Sys().(syscall.WaitStatus).Signal(); sig != syscall.SIGTERM {
+				t.Fatalf("the CLI ended by %v, want SIGTERM", sig)
+			}
+			early = true
+		case exitCodeOf(err) == 130: // armed already
+		default:
+			t.Fatalf("exec after SIGTERM: %v, want an end by SIGTERM or exit 130", err)
+		}
+	}
+	if !early {
+		t.Fatalf("in %d tries, the CLI never ended by the signal itself: it armed the signals at once", tries)
+	}
+	time.Sleep(3 * time.Second)
+	for i := range tries {
+		if _, err := os.Stat(filepath.Join(ws, fmt.Sprintf("survived-%d", i))); err == nil {
+			t.Errorf("try %d: a process of the interrupted command survived", i)
+		}
+	}
+	if out, err := c.command("--sandbox-id", id, "exec", "--", "echo", "still").Output(); err != nil || string(out) != "still\n" {
+		t.Errorf("exec after the interrupt: %q, %v", out, err)
+	}
+	if err := c.command("delete", id).Run(); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
 	c.assertNoLeak()
 }

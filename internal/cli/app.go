@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -59,6 +60,14 @@ type App struct {
 	bridge *tui.Bridge
 }
 
+// armInterrupts makes SIGINT and SIGTERM cancel the root context, at once
+// or after a while (Deps.ArmInterrupts).
+func (a *App) armInterrupts(after time.Duration) {
+	if a.deps.ArmInterrupts != nil {
+		a.deps.ArmInterrupts(after)
+	}
+}
+
 // init runs before every command: it resolves the configuration and checks
 // the flags, without touching the state directory. Errors in flags and
 // files are usage errors (exit 2).
@@ -66,6 +75,9 @@ func (a *App) init(cmd *cobra.Command) error {
 	a.cmd = cmd
 	if cmd.Annotations[allCPUs] == "true" {
 		procs.Default()
+	}
+	if cmd.Annotations[lateInterrupts] != "true" {
+		a.armInterrupts(0)
 	}
 	wd, err := a.deps.Getwd()
 	if err != nil {

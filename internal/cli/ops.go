@@ -59,6 +59,10 @@ Its output is kept for ` + "`sandbox logs ID PID`" + `; ` + "`sandbox ps`" + ` l
 				return err
 			}
 			req.Cwd = cwd
+			late := app.flags.sandboxID != "" && !app.flags.json && !background
+			if !late {
+				app.armInterrupts(0)
+			}
 			if background {
 				req.Background = true
 				return app.execBackground(cmd, req)
@@ -89,6 +93,9 @@ Its output is kept for ` + "`sandbox logs ID PID`" + `; ` + "`sandbox ps`" + ` l
 				}
 			}
 			return app.withSession(cmd, func(ctx context.Context, s *engine.Session) error {
+				if late {
+					app.armInterrupts(execInterrupts(s))
+				}
 				// call.completed follows the last of the output.
 				ctx, release := approval.HoldCompletions(ctx)
 				res, err := s.Exec(approval.WithCallObserver(ctx, current.Set), req)
@@ -108,7 +115,29 @@ Its output is kept for ` + "`sandbox logs ID PID`" + `; ` + "`sandbox ps`" + ` l
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory inside the sandbox (default /workspace)")
 	cmd.Flags().StringVarP(&shell, "command", "c", "", "run `STRING` with /bin/sh -c")
 	cmd.Flags().BoolVar(&background, "background", false, "start the command detached, print its pid and return (see ps, logs, kill)")
-	return cmd
+	return armsInterrupts(cmd)
+}
+
+// execArmDelay is how long a foreground exec on an existing sandbox runs
+// before SIGINT and SIGTERM are armed, when its provider ends a command
+// whose caller goes away (execInterrupts).
+const execArmDelay = 20 * time.Millisecond
+
+// execInterrupts says when a foreground exec on the existing sandbox of
+// s arms SIGINT and SIGTERM. Arming costs a tenth of a cold exec of a
+// short command (see interruptsCancel), so where the provider ends a
+// command whose caller dies (a local machine does), it waits
+// execArmDelay, past which most such commands are over: a signal before
+// then ends the CLI as the system's default does, and the provider ends
+// the command and its process group, as the relay would; only the exit
+// status (128+signal) and the audit log (no call.completed) differ. A
+// fresh sandbox (which must not be left behind), --json (whose stream
+// must end) and other providers arm at once.
+func execInterrupts(s *engine.Session) time.Duration {
+	if s.EndsWithCaller() {
+		return execArmDelay
+	}
+	return 0
 }
 
 // execBackground starts req detached in a sandbox that outlives this run

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,6 +55,13 @@ type Deps struct {
 	// given these same arguments, for a provider built into that one only
 	// (ExecProgram); it returns only when it could not. Nil: it cannot.
 	Handoff func(program string, args []string) error
+	// ArmInterrupts makes SIGINT and SIGTERM cancel the root context:
+	// at once when after is 0, else once after has passed (if the
+	// process still runs then); until armed, either signal ends the
+	// process as the system's default does. Every verb arms it at once
+	// but exec, which may arm it late (see execInterrupts). Nil: there is
+	// nothing to arm (the caller cancels the context itself).
+	ArmInterrupts func(after time.Duration)
 }
 
 // Main runs the program with args (without the program name) and returns the
@@ -247,6 +255,16 @@ func parallel(cmd *cobra.Command) *cobra.Command {
 	return annotate(cmd, allCPUs, "true")
 }
 
+// lateInterrupts marks a command that arms SIGINT and SIGTERM itself
+// (App.armInterrupts) instead of before it runs.
+const lateInterrupts = "late-interrupts"
+
+// armsInterrupts marks cmd as arming SIGINT and SIGTERM itself, and
+// returns it.
+func armsInterrupts(cmd *cobra.Command) *cobra.Command {
+	return annotate(cmd, lateInterrupts, "true")
+}
+
 // needsEngine makes cmd build the engine (App.Engine) before it runs, for
 // a verb that uses it throughout.
 func (a *App) needsEngine(cmd *cobra.Command) *cobra.Command {
@@ -434,16 +452,47 @@ func verbOf(vs []verb, flags *pflag.FlagSet, args []string) (verb, bool) {
 
 // RunSystem runs the program on the process's own arguments, streams and
 // environment with the providers of reg, and returns its exit status: the
-// whole of a main. SIGINT and SIGTERM cancel the root context; a provider
-// built into another program hands the run to it (ExecProgram).
+// whole of a main. SIGINT and SIGTERM cancel the root context once the
+// verb arms them (Deps.ArmInterrupts); a provider built into another
+// program hands the run to it (ExecProgram).
 func RunSystem(reg *providers.Registry) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	return Main(ctx, os.Args[1:], Deps{
-		Streams:  SystemStreams(),
-		Registry: reg,
-		Getenv:   os.LookupEnv,
-		Getwd:    os.Getwd,
-		Handoff:  ExecProgram,
+		Streams:       SystemStreams(),
+		Registry:      reg,
+		Getenv:        os.LookupEnv,
+		Getwd:         os.Getwd,
+		Handoff:       ExecProgram,
+		ArmInterrupts: interruptsCancel(ctx, cancel),
 	})
+}
+
+// interruptsCancel returns a Deps.ArmInterrupts that makes SIGINT and
+// SIGTERM call cancel, for the rest of the process's life once armed
+// (a second signal does not cut the clean-up the first began). Arming
+// is what costs: os/signal starts a thread of its own and a goroutine
+// that holds another, a tenth of a cold `sandbox exec` in all.
+func interruptsCancel(ctx context.Context, cancel context.CancelFunc) func(time.Duration) {
+	var once sync.Once
+	arm := func() {
+		once.Do(func() {
+			ch := make(chan os.Signal, 1)
+			signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+			go func() {
+				select {
+				case <-ch:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+		})
+	}
+	return func(after time.Duration) {
+		if after <= 0 {
+			arm()
+			return
+		}
+		time.AfterFunc(after, arm)
+	}
 }

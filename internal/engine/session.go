@@ -37,6 +37,10 @@ func (s *Session) Info() providers.Info { return s.info }
 // ID is the sandbox id.
 func (s *Session) ID() string { return s.info.ID }
 
+// EndsWithCaller reports that the provider ends a foreground command
+// whose caller goes away (providers.Capabilities.EndsWithCaller).
+func (s *Session) EndsWithCaller() bool { return s.provider.Capabilities().EndsWithCaller }
+
 // Gate is the only way to operate on the sandbox.
 func (s *Session) Gate() *approval.Gate { return s.gate }
 

@@ -27,7 +27,7 @@ import (
 const Name = "local"
 
 // capabilities is what the provider supports; TTL is left to the engine.
-var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true}
+var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true, EndsWithCaller: true}
 
 // Registration describes the provider to the registry.
 func Registration() providers.Registration { return RegistrationWith("") }
