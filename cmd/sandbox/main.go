@@ -1,3 +1,10 @@
+// The runtime's own updates of GOMAXPROCS are off: the program sets it
+// itself (package procs), and the goroutine that watches for them, started
+// before any package's initialiser, was a twentieth of a cold
+// `sandbox exec` (bench/run.sh exec).
+
+//go:debug updatemaxprocs=0
+
 // Command sandbox runs untrusted code in sandboxes with every operation
 // approved. See the README for usage.
 //

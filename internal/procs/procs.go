@@ -15,6 +15,9 @@
 // import start, keep the runtime's default.
 //
 // A GOMAXPROCS in the environment is left as it is, in One and in Default.
+// The programs are built with the runtime's own updates of GOMAXPROCS off
+// (updatemaxprocs=0 in their main packages): Default takes the default
+// once, when called.
 package procs
 
 import (
