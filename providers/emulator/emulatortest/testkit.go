@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox/sandbox/providers/emulator/httpguard"
 )
 
 // Serve starts h on a loopback port for the length of the test and
@@ -22,6 +24,7 @@ func Serve(t testing.TB, h http.Handler) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ErrorLog = nil
+	srv.Config.Protocols = httpguard.Protocols()
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -108,7 +108,18 @@ func NewServer(h http.Handler, l Limits) *http.Server {
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
+		Protocols:         Protocols(),
 	}
+}
+
+// Protocols are what an emulator's server speaks: HTTP/1.1, and cleartext
+// HTTP/2 with prior knowledge (h2c), which SDKs use for http:// base URLs
+// (Runloop's TypeScript SDK; gRPC, Modal's).
+func Protocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 // LimitListener wraps ln so that it accepts at most l.MaxConns

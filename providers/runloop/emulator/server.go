@@ -6,8 +6,10 @@
 // against it unchanged.
 //
 // One port speaks HTTP/1.1 and cleartext HTTP/2 with prior knowledge
-// (h2c), which the TypeScript SDK uses for http:// base URLs, whatever the
-// http.Server serving it is configured for.
+// (h2c), which the TypeScript SDK uses for http:// base URLs, when the
+// http.Server serving it accepts h2c (httpguard.Protocols, as `sandbox
+// serve` and the test kit's servers do): the emulator is a plain handler,
+// so the program links no HTTP/2 server of its own.
 //
 // Devboxes are the backend's sandboxes. Their statuses map onto the
 // backend's states: create goes provisioning → initializing (the
@@ -62,9 +64,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
-
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/providers/emulator"
 	"github.com/agentbox/sandbox/providers/httpapi"
@@ -89,8 +88,7 @@ type Options struct {
 	// DevboxHold and ExecutionHold bound the long polls (defaults 30s
 	// and 25s, Runloop's).
 	DevboxHold, ExecutionHold time.Duration
-	// Wrap, when set, wraps the API's handler inside the h2c layer, so
-	// that it sees HTTP/2 requests too (a fault layer, in tests).
+	// Wrap, when set, wraps the API's handler (a fault layer, in tests).
 	Wrap func(http.Handler) http.Handler
 	// ReapInterval is how often deadlines and idle policies are checked
 	// (default 1s).
@@ -138,8 +136,7 @@ func New(backend providers.Provider, opts Options) *Server {
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
-	h = emulator.LogRequests(opts.Log, opts.Now, h)
-	s.handler = h2c.NewHandler(h, &http2.Server{})
+	s.handler = emulator.LogRequests(opts.Log, opts.Now, h)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -179,7 +176,7 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// ServeHTTP serves the API over HTTP/1.1 and h2c.
+// ServeHTTP serves the API, over whatever protocol the request came.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // routes builds the API's mux behind the key check.

@@ -13,8 +13,8 @@ import (
 )
 
 // Harness is an emulator for one test: backed by the local provider, with
-// a fault layer inside its h2c layer (so faults and counts see HTTP/2
-// requests too), served on a loopback port. The test binary's TestMain must
+// a fault layer (which sees HTTP/2 requests too), served on a loopback
+// port that speaks HTTP/1.1 and h2c. The test binary's TestMain must
 // call local.MaybeRunInit.
 type Harness struct {
 	// URL is the emulator's base URL ("http://127.0.0.1:PORT").
