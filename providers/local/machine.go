@@ -805,11 +805,7 @@ func sendRequest(c *net.UnixConn, req machineRequest, files []*os.File) error {
 // when it is stopped.
 func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (*proc, error) {
 	for attempt := 1; ; attempt++ {
-		conn, err := p.connect(dir, id)
-		if err != nil {
-			return nil, err
-		}
-		pr, retry, err := p.handOver(conn, dir, id, cfg, req, stdio)
+		pr, retry, err := p.handOver(dir, id, cfg, req, stdio)
 		if retry && attempt < machineAttempts {
 			continue
 		}
@@ -822,9 +818,11 @@ func (p *Provider) launchMachine(dir, id string, cfg *initConfig, req machineReq
 
 // handOver sends one operation and its descriptors to a machine. retry
 // says that the machine ended the connection before starting the
-// operation (it was stopping): nothing ran.
-func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
-	pr := &proc{id: id, dir: dir, conn: conn, exited: make(chan struct{}), settled: make(chan struct{})}
+// operation (it was stopping): nothing ran. It connects once the
+// operation's descriptors are made, so that the machine, woken by the
+// connection, finds the request already there.
+func (p *Provider) handOver(dir, id string, cfg *initConfig, req machineRequest, stdio initStdio) (_ *proc, retry bool, _ error) {
+	pr := &proc{id: id, dir: dir, exited: make(chan struct{}), settled: make(chan struct{})}
 	if cfg.Resources.MemoryMB > 0 && p.cg.controllers["memory"] {
 		mem := p.cg.limitDir("memory", id+"-"+machineCgroup)
 		before := oomKills(mem)
@@ -842,6 +840,11 @@ func (p *Provider) handOver(conn *net.UnixConn, dir, id string, cfg *initConfig,
 		pr.closeHost()
 		return nil, retry, err
 	}
+	conn, err := p.connect(dir, id)
+	if err != nil {
+		return fail(false, err)
+	}
+	pr.conn = conn
 	// The configuration goes into the control pipe first; a large one
 	// (a long argv, a big environment) is written by a goroutine, which
 	// the runner's reading, or the pipe's end, lets go.

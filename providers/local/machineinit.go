@@ -1114,12 +1114,17 @@ func runRunner() int {
 	if err := holdFDs(ctlFD, statusFD); err != nil {
 		return 125
 	}
-	r := &runner{landlock: abi, user: cfg.User, u: u, sock: moved}
+	null, err := openHigh(os.DevNull)
+	if err != nil {
+		return 125
+	}
+	r := &runner{landlock: abi, user: cfg.User, u: u, sock: moved, null: null}
 	// What earlier commands left running may still write to their
 	// outputs, which this runner drains (see runForeground) until they
 	// are gone.
 	defer r.leftovers.wait()
 	for {
+		r.prepare()
 		got, err := receiveOp(moved)
 		if !got {
 			return 0 // the init let this runner go
@@ -1148,6 +1153,32 @@ type runner struct {
 	leftovers drains
 	sock      int  // the socket to the init
 	told      bool // the init knows that this operation ends
+	// null is /dev/null, kept open for holdFDsWith; outs are the relays
+	// of the next foreground command, made while the runner waits for
+	// it (prepare).
+	null int
+	outs []*relay
+}
+
+// prepare makes the relays of the next foreground command, unless the
+// last operation left them unused: that is work its caller then does not
+// wait for. Failing, it leaves them to runForeground, which reports why.
+func (r *runner) prepare() {
+	if r.outs != nil {
+		return
+	}
+	var outs []*relay
+	for range 2 {
+		o, err := makeRelay()
+		if err != nil {
+			for _, o := range outs {
+				o.close()
+			}
+			return
+		}
+		outs = append(outs, o)
+	}
+	r.outs = outs
 }
 
 // tellFree tells the init that the runner takes the next operation, once
@@ -1197,7 +1228,7 @@ func (r *runner) serve() (code int, again bool) {
 		code, again = runOnTerminal(&cfg, rep), false
 	case cfg.Mode == modeExec:
 		rep.beforeLast = func() { r.tellFree() }
-		code = runForeground(&cfg, rep, &r.leftovers)
+		code = runForeground(&cfg, rep, &r.leftovers, r.takeRelays, r.null)
 	case cfg.Mode == modeFile:
 		rep.beforeLast = func() { r.tellFree() }
 		code = serveFile(&cfg, rep, ctl)
@@ -1207,32 +1238,55 @@ func (r *runner) serve() (code int, again bool) {
 	}
 	// The operation's descriptors go (the host sees their ends); their
 	// places stay taken.
-	if err := holdFDs(ctlFD, statusFD, 0, 1, 2); err != nil {
+	if err := holdFDsWith(r.null, ctlFD, statusFD, 0, 1, 2); err != nil {
 		return code, false
 	}
 	return code, again
 }
 
+// takeRelays hands the prepared relays over, once.
+func (r *runner) takeRelays() []*relay {
+	outs := r.outs
+	r.outs = nil
+	return outs
+}
+
 // holdFDs puts /dev/null in the places fds: what was there is closed,
 // and the places stay taken.
 func holdFDs(fds ...int) error {
-	low, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	null, err := openHigh(os.DevNull)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", os.DevNull, err)
-	}
-	// Above every place it fills, even when it opened in one of them.
-	null, err := unix.FcntlInt(uintptr(low), unix.F_DUPFD_CLOEXEC, 16)
-	unix.Close(low)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", os.DevNull, err)
+		return err
 	}
 	defer unix.Close(null)
+	return holdFDsWith(null, fds...)
+}
+
+// holdFDsWith is holdFDs with null, a descriptor of /dev/null above every
+// place it fills.
+func holdFDsWith(null int, fds ...int) error {
 	for _, fd := range fds {
 		if err := unix.Dup3(null, fd, unix.O_CLOEXEC); err != nil {
 			return fmt.Errorf("hold descriptor %d: %w", fd, err)
 		}
 	}
 	return nil
+}
+
+// openHigh opens name for reading and writing, close-on-exec, at a
+// descriptor above every place holdFDs fills (even when it opened in one
+// of them).
+func openHigh(name string) (int, error) {
+	low, err := unix.Open(name, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", name, err)
+	}
+	fd, err := unix.FcntlInt(uintptr(low), unix.F_DUPFD_CLOEXEC, 16)
+	unix.Close(low)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", name, err)
+	}
+	return fd, nil
 }
 
 // fdFile reads and writes a descriptor by its number, without an

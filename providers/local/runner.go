@@ -21,25 +21,31 @@ import (
 // until the last of them is gone (counted in leftovers). The control pipe
 // stays open while the caller waits; its end before the command's (a
 // cancellation, a timeout, a dead CLI) kills the command's process group.
-func runForeground(cfg *initConfig, rep *reporter, leftovers *drains) int {
+//
+// made gives the relays of stdout and stderr when they were made ahead
+// (nil when not), and null is a descriptor of /dev/null the caller keeps.
+func runForeground(cfg *initConfig, rep *reporter, leftovers *drains, made func() []*relay, null int) int {
 	path, cwd, code, ok := resolveCommand(cfg, rep)
 	if !ok {
 		return code
 	}
-	var outs []*relay
+	outs := made()
 	release := func() {
 		for _, o := range outs {
 			o.close()
 		}
 	}
-	for _, fd := range []int{1, 2} {
-		o, err := newRelay(fd)
+	for len(outs) < 2 {
+		o, err := makeRelay()
 		if err != nil {
 			release()
 			rep.fail(err)
 			return 125
 		}
 		outs = append(outs, o)
+	}
+	for i, o := range outs {
+		o.use(1+i, null)
 	}
 	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
 		Dir:   cwd,
@@ -256,9 +262,10 @@ func waitFor(pid int) int {
 const relayBuf = 1 << 20
 
 // relay carries one output of a command (the pipe r, w) to the caller's
-// descriptor out while the command runs.
+// descriptor out while the command runs; null is /dev/null, which takes
+// out's place once the relay finished.
 type relay struct {
-	r, w, out int
+	r, w, out, null int
 	// watched is r in the runtime's poller (see watch): forward waits on
 	// it, and finish stops that wait with a deadline.
 	watched   *os.File
@@ -269,20 +276,28 @@ type relay struct {
 	buf          []byte
 }
 
-// newRelay makes the pipe of the output out.
-func newRelay(out int) (*relay, error) {
+// makeRelay makes a relay's pipe, for use.
+func makeRelay() (*relay, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return nil, err
 	}
-	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, relayBuf)
 	watched, err := watch(p[0], "output")
 	if err != nil {
 		unix.Close(p[0])
 		unix.Close(p[1])
 		return nil, err
 	}
-	return &relay{r: p[0], w: p[1], out: out, watched: watched, forwarded: make(chan struct{})}, nil
+	return &relay{r: p[0], w: p[1], out: -1, null: -1, watched: watched, forwarded: make(chan struct{})}, nil
+}
+
+// use makes o the relay of the output out, /dev/null (null) taking out's
+// place once it finished. The pipe grows to relayBuf now, not while it
+// waits: an idle runner's pipes take the user's pipe allowance at their
+// default size only.
+func (o *relay) use(out, null int) {
+	o.out, o.null = out, null
+	_, _ = unix.FcntlInt(uintptr(o.w), unix.F_SETPIPE_SZ, relayBuf)
 }
 
 // closeWriter closes the runner's copy of the pipe's write end.
@@ -331,7 +346,7 @@ func (o *relay) finish() {
 			n -= moved
 		}
 	}
-	_ = holdFDs(o.out)
+	_ = holdFDsWith(o.null, o.out)
 }
 
 // move moves up to max bytes from the pipe to out: spliced where out
