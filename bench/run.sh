@@ -35,7 +35,9 @@
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
 # Knobs: PROGRAM (sandbox, or sandbox-modal to time the program with Modal's SDK
-# built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40), BIG_RUNS (throughput pairs after one untimed round, 3),
+# built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40),
+# EXEC_RUNS (pairs of the two exec rows, 100: a run is ~5 ms, and their medians
+# move by a few percent from one run of 40 to the next), BIG_RUNS (throughput pairs after one untimed round, 3),
 # CPU_RUNS (runs per cpu measure, 40; the kernel counts in clock ticks),
 # STANDBY_GAP (250ms: a standby machine is ready ~150 ms after the start that asked for it),
 # INPROC_RUNS (iterations of the in-process benchmarks, 300: a few dozen
@@ -54,6 +56,7 @@ sections=("$@")
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 RUNS=${RUNS:-40}
+EXEC_RUNS=${EXEC_RUNS:-100}
 BIG_RUNS=${BIG_RUNS:-3}
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
@@ -107,9 +110,9 @@ fi
 
 if want exec; then
 	section "exec -- true on a running sandbox (cold CLI) vs bwrap, back to back; target <= 1.00x"
-	"$work/pair" -n "$RUNS" "$sb --sandbox-id $id exec -- true" "$BWRAP"
+	"$work/pair" -n "$EXEC_RUNS" "$sb --sandbox-id $id exec -- true" "$BWRAP"
 	section "exec -- true on a running sandbox (cold CLI) vs bwrap, $GAP before each run; target <= 1.00x"
-	"$work/pair" -n "$RUNS" -gap "$GAP" "$sb --sandbox-id $id exec -- true" "$BWRAP"
+	"$work/pair" -n "$EXEC_RUNS" -gap "$GAP" "$sb --sandbox-id $id exec -- true" "$BWRAP"
 fi
 
 if want inproc; then

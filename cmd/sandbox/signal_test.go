@@ -293,22 +293,29 @@ func TestFailuresLeaveNothing(t *testing.T) {
 	}
 }
 
+// runningSandbox creates a sandbox whose machine runs (one exec ran in
+// it), and returns its id and the host directory of its /workspace (in its
+// root layer).
+func (c *runner) runningSandbox() (id, ws string) {
+	c.t.Helper()
+	out, err := c.command("create").Output()
+	if err != nil {
+		c.t.Fatalf("create: %v", err)
+	}
+	id = strings.TrimSpace(string(out))
+	if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
+		c.t.Fatalf("exec: %v", err)
+	}
+	return id, filepath.Join(c.state, "sandbox", "local", id, "upper", ".root", "workspace")
+}
+
 // TestInterruptReusedSandbox interrupts an exec in a reused sandbox, which
 // runs in the sandbox's machine: the CLI exits 130, the command's process
 // group is killed, the sandbox stays (this run did not create it) and
 // works, and deleting it ends its machine.
 func TestInterruptReusedSandbox(t *testing.T) {
-	bin := buildBinary(t)
-	c := newRunner(t, bin)
-	out, err := c.command("create").Output()
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	id := strings.TrimSpace(string(out))
-	ws := filepath.Join(c.state, "sandbox", "local", id, "upper", ".root", "workspace") // its root layer
-	if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
-		t.Fatalf("exec: %v", err)
-	}
+	c := newRunner(t, buildBinary(t))
+	id, ws := c.runningSandbox()
 	rec, err := os.ReadFile(filepath.Join(c.state, "sandbox", "local", id, "machine.pid"))
 	if err != nil {
 		t.Fatalf("no machine after create: %v", err)
@@ -352,17 +359,8 @@ func TestInterruptReusedSandbox(t *testing.T) {
 // it has seen that early end once (a slow start can arm first, and then
 // the exit is 130 and nothing survives either).
 func TestEarlyInterruptReusedSandbox(t *testing.T) {
-	bin := buildBinary(t)
-	c := newRunner(t, bin)
-	out, err := c.command("create").Output()
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	id := strings.TrimSpace(string(out))
-	ws := filepath.Join(c.state, "sandbox", "local", id, "upper", ".root", "workspace")
-	if err := c.command("--sandbox-id", id, "exec", "--", "true").Run(); err != nil {
-		t.Fatalf("exec: %v", err)
-	}
+	c := newRunner(t, buildBinary(t))
+	id, ws := c.runningSandbox()
 	early := false
 	tries := 0
 	for ; tries < 10 && !early; tries++ {
