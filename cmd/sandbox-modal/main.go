@@ -1,7 +1,5 @@
-// The runtime's own updates of GOMAXPROCS are off: the program sets it
-// itself (package procs), and the goroutine that watches for them, started
-// before any package's initialiser, was a twentieth of a cold
-// `sandbox exec` (bench/run.sh exec).
+// The runtime's own updates of GOMAXPROCS are off, as in the program
+// sandbox (see its main.go).
 
 //go:debug updatemaxprocs=0
 

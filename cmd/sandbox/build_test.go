@@ -6,21 +6,27 @@ import (
 	"testing"
 )
 
-// TestRuntimeUpdatesOff: the program is built with the runtime's updates
-// of GOMAXPROCS off (see the //go:debug line of main.go), which sets it
-// itself.
+// TestRuntimeUpdatesOff: both programs are built with the runtime's
+// updates of GOMAXPROCS off (see the //go:debug line of main.go), as they
+// set it themselves.
 func TestRuntimeUpdatesOff(t *testing.T) {
-	info, err := buildinfo.ReadFile(buildBinary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range info.Settings {
-		if s.Key == "DefaultGODEBUG" {
-			if !strings.Contains(","+s.Value+",", ",updatemaxprocs=0,") {
-				t.Errorf("DefaultGODEBUG=%s, want updatemaxprocs=0 in it", s.Value)
+	for name, build := range map[string]func() (string, error){"sandbox": built, "sandbox-modal": builtModal} {
+		bin, err := build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		godebug := ""
+		for _, s := range info.Settings {
+			if s.Key == "DefaultGODEBUG" {
+				godebug = s.Value
 			}
-			return
+		}
+		if !strings.Contains(","+godebug+",", ",updatemaxprocs=0,") {
+			t.Errorf("%s: DefaultGODEBUG=%q, want updatemaxprocs=0 in it", name, godebug)
 		}
 	}
-	t.Error("no DefaultGODEBUG in the build settings, want updatemaxprocs=0")
 }

@@ -363,7 +363,7 @@ func TestEarlyInterruptReusedSandbox(t *testing.T) {
 	id, ws := c.runningSandbox()
 	early := false
 	tries := 0
-	for ; tries < 10 && !early; tries++ {
+	for ; tries < 20 && !early; tries++ {
 		busy := filepath.Join(ws, fmt.Sprintf("busy-%d", tries))
 		cmd := c.command("--sandbox-id", id, "exec", "--", "sh", "-c",
 			fmt.Sprintf("touch /workspace/busy-%d; (sleep 2; touch /workspace/survived-%d) & sleep 60", tries, tries))

@@ -1160,27 +1160,6 @@ type runner struct {
 	outs []*relay
 }
 
-// prepare makes the relays of the next foreground command, unless the
-// last operation left them unused: that is work its caller then does not
-// wait for. Failing, it leaves them to runForeground, which reports why.
-func (r *runner) prepare() {
-	if r.outs != nil {
-		return
-	}
-	var outs []*relay
-	for range 2 {
-		o, err := makeRelay()
-		if err != nil {
-			for _, o := range outs {
-				o.close()
-			}
-			return
-		}
-		outs = append(outs, o)
-	}
-	r.outs = outs
-}
-
 // tellFree tells the init that the runner takes the next operation, once
 // per operation. A runner tells it before it reports the operation's end
 // to the host (the host's next operation then finds it free); the init's
@@ -1228,7 +1207,7 @@ func (r *runner) serve() (code int, again bool) {
 		code, again = runOnTerminal(&cfg, rep), false
 	case cfg.Mode == modeExec:
 		rep.beforeLast = func() { r.tellFree() }
-		code = runForeground(&cfg, rep, &r.leftovers, r.takeRelays, r.null)
+		code = r.runForeground(&cfg, rep)
 	case cfg.Mode == modeFile:
 		rep.beforeLast = func() { r.tellFree() }
 		code = serveFile(&cfg, rep, ctl)
@@ -1242,13 +1221,6 @@ func (r *runner) serve() (code int, again bool) {
 		return code, false
 	}
 	return code, again
-}
-
-// takeRelays hands the prepared relays over, once.
-func (r *runner) takeRelays() []*relay {
-	outs := r.outs
-	r.outs = nil
-	return outs
 }
 
 // holdFDs puts /dev/null in the places fds: what was there is closed,

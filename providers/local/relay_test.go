@@ -66,3 +66,33 @@ func TestRelayMadeAheadGrowsInUse(t *testing.T) {
 	}
 	unix.Close(out[1])
 }
+
+// TestRunnerPreparesRelays: a waiting runner makes its next command's two
+// relays once and keeps them until a command takes them; a command that
+// finds none gets a pair made at once.
+func TestRunnerPreparesRelays(t *testing.T) {
+	r := &runner{}
+	r.prepare()
+	made := r.outs
+	if len(made) != 2 {
+		t.Fatalf("prepare made %d relays, want 2", len(made))
+	}
+	r.prepare() // an operation that took none
+	if len(r.outs) != 2 || r.outs[0] != made[0] || r.outs[1] != made[1] {
+		t.Fatal("prepare made new relays while the last were unused")
+	}
+	got, err := r.relays()
+	if err != nil || len(got) != 2 || got[0] != made[0] || got[1] != made[1] {
+		t.Fatalf("relays gave %v, %v, want the prepared pair", got, err)
+	}
+	if r.outs != nil {
+		t.Fatal("the runner still holds the relays it handed over")
+	}
+	fresh, err := r.relays()
+	if err != nil || len(fresh) != 2 || fresh[0] == made[0] {
+		t.Fatalf("with none prepared, relays gave %v, %v, want a new pair", fresh, err)
+	}
+	for _, o := range append(got, fresh...) {
+		o.close()
+	}
+}

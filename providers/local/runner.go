@@ -21,31 +21,23 @@ import (
 // until the last of them is gone (counted in leftovers). The control pipe
 // stays open while the caller waits; its end before the command's (a
 // cancellation, a timeout, a dead CLI) kills the command's process group.
-//
-// made gives the relays of stdout and stderr when they were made ahead
-// (nil when not), and null is a descriptor of /dev/null the caller keeps.
-func runForeground(cfg *initConfig, rep *reporter, leftovers *drains, made func() []*relay, null int) int {
+func (r *runner) runForeground(cfg *initConfig, rep *reporter) int {
 	path, cwd, code, ok := resolveCommand(cfg, rep)
 	if !ok {
 		return code
 	}
-	outs := made()
+	outs, err := r.relays()
+	if err != nil {
+		rep.fail(err)
+		return 125
+	}
 	release := func() {
 		for _, o := range outs {
 			o.close()
 		}
 	}
-	for len(outs) < 2 {
-		o, err := makeRelay()
-		if err != nil {
-			release()
-			rep.fail(err)
-			return 125
-		}
-		outs = append(outs, o)
-	}
 	for i, o := range outs {
-		o.use(1+i, null)
+		o.use(1+i, r.null)
 	}
 	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
 		Dir:   cwd,
@@ -67,7 +59,7 @@ func runForeground(cfg *initConfig, rep *reporter, leftovers *drains, made func(
 	for _, o := range outs {
 		o.finish()
 		if o.orphaned() {
-			leftovers.start(o.discard)
+			r.leftovers.start(o.discard)
 		} else {
 			o.release()
 		}
@@ -274,6 +266,41 @@ type relay struct {
 	// takes no splice.
 	broken, copy bool
 	buf          []byte
+}
+
+// prepare makes the relays of the next foreground command while the
+// runner waits for it (work its caller then does not wait for), unless
+// the last operation left them unused. Failing, it leaves them to relays,
+// which reports why.
+func (r *runner) prepare() {
+	if r.outs == nil {
+		r.outs, _ = makeRelays()
+	}
+}
+
+// relays hands over the relays prepare made, or makes them now.
+func (r *runner) relays() ([]*relay, error) {
+	if outs := r.outs; outs != nil {
+		r.outs = nil
+		return outs, nil
+	}
+	return makeRelays()
+}
+
+// makeRelays makes the relays of a command's stdout and stderr.
+func makeRelays() ([]*relay, error) {
+	var outs []*relay
+	for range 2 {
+		o, err := makeRelay()
+		if err != nil {
+			for _, o := range outs {
+				o.close()
+			}
+			return nil, err
+		}
+		outs = append(outs, o)
+	}
+	return outs, nil
 }
 
 // makeRelay makes a relay's pipe, for use.
