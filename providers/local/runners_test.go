@@ -5,6 +5,7 @@ package local
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,20 +288,12 @@ func TestUnmapCode(t *testing.T) {
 func TestRunnerThreadsHardened(t *testing.T) {
 	p := newTestProvider(t)
 	id := newSandbox(t, p, providers.Spec{})
-	nsPID := strings.TrimSpace(mustRun(t, p, id, "echo $PPID"))
-	rec := runningMachine(t, p, id)
-	// The runner is the init's child whose pid in the sandbox is nsPID.
-	runners := hostProcesses("status", func(pid int, b []byte) bool {
-		return statusLine(b, "PPid") == strconv.Itoa(rec.pid) && strings.HasSuffix(statusLine(b, "NSpid"), "\t"+nsPID)
-	})
-	if len(runners) != 1 {
-		t.Fatalf("runners of the init %d with pid %s in the sandbox: %v, want one", rec.pid, nsPID, runners)
-	}
+	runner, rec := servingRunner(t, p, id)
 	for _, proc := range []struct {
 		name   string
 		pid    int
 		runner bool
-	}{{"runner", runners[0], true}, {"init", rec.pid, false}} {
+	}{{"runner", runner, true}, {"init", rec.pid, false}} {
 		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(proc.pid) + "/task")
 		if err != nil {
 			t.Fatal(err)
@@ -324,6 +317,72 @@ func TestRunnerThreadsHardened(t *testing.T) {
 			}
 		}
 	}
+}
+
+// servingRunner runs a command in sandbox id and returns the host pid of
+// the runner that ran it, and the sandbox's machine.
+func servingRunner(t *testing.T, p *Provider, id string) (int, machineRecord) {
+	t.Helper()
+	nsPID := strings.TrimSpace(mustRun(t, p, id, "echo $PPID"))
+	rec := runningMachine(t, p, id)
+	// The runner is the init's child whose pid in the sandbox is nsPID.
+	runners := hostProcesses("status", func(pid int, b []byte) bool {
+		return statusLine(b, "PPid") == strconv.Itoa(rec.pid) && strings.HasSuffix(statusLine(b, "NSpid"), "\t"+nsPID)
+	})
+	if len(runners) != 1 {
+		t.Fatalf("runners of the init %d with pid %s in the sandbox: %v, want one", rec.pid, nsPID, runners)
+	}
+	return runners[0], rec
+}
+
+// TestIdleRunnerWaitsInPoller: a runner that served an operation waits
+// for the next in the runtime's poller (a thread in epoll_pwait), not in
+// a blocking receive on its socket to the init, which kept the runtime's
+// monitor thread waking, every few tens of microseconds, between one
+// operation and the next.
+func TestIdleRunnerWaitsInPoller(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Log("reading where another user's threads wait (/proc/PID/task/TID/syscall) takes root; covered by the root run in CI")
+		return
+	}
+	p := newTestProvider(t)
+	id := newSandbox(t, p, providers.Spec{})
+	runner, _ := servingRunner(t, p, id)
+	var calls map[int]int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		calls = threadSyscalls(t, runner)
+		if calls[unix.SYS_EPOLL_PWAIT] > 0 && calls[unix.SYS_RECVMSG] == 0 {
+			return
+		}
+	}
+	t.Fatalf("the idle runner's threads are in the system calls %v (number: threads), want one in epoll_pwait (%d) and none in recvmsg (%d)", calls, unix.SYS_EPOLL_PWAIT, unix.SYS_RECVMSG)
+}
+
+// threadSyscalls counts the threads of process pid by the system call
+// each is in (/proc/PID/task/TID/syscall); a running thread counts as -1.
+func threadSyscalls(t *testing.T, pid int) map[int]int {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[int]int{}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/syscall")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread ended
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		nr, err := strconv.Atoi(strings.Fields(string(b))[0])
+		if err != nil {
+			nr = -1 // "running"
+		}
+		calls[nr]++
+	}
+	return calls
 }
 
 // statusLine is the value of field in a /proc status file.
