@@ -34,7 +34,7 @@
 #              (target ≤ 10 MiB)
 #
 # Usage: bench/run.sh [SECTION...]   (default: all of them)
-# Knobs: PROGRAM (sandbox, or sandbox-modal to time the program with Modal's SDK
+# Knobs: PROGRAM (sandbox, or sandbox-cloud to time the program with the cloud providers
 # built in, its local inits still from sandbox beside it), RUNS (latency pairs, 40),
 # EXEC_RUNS (pairs of the two exec rows, 100: a run is ~5 ms, and their medians
 # move by a few percent from one run of 40 to the next), BIG_RUNS (throughput pairs after one untimed round, 3),

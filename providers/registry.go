@@ -3,10 +3,10 @@ package providers
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Config is what a provider constructor may read. Providers never call
@@ -73,6 +73,24 @@ type Registration struct {
 	Emulator func(backend Provider, opts EmulatorOptions) (Emulator, error)
 }
 
+// CloudProgram is the program of the release that has the cloud
+// providers (E2B, Daytona, Runloop, Modal) and their emulators built in;
+// the program sandbox hands every run that uses one over to it (see
+// Registration.Program). Their HTTP and gRPC clients and servers, and
+// Modal's SDK, would cost every start of sandbox, and of every local
+// sandbox's init and runners (which re-execute it), their size and their
+// package initialisers: a tenth of a cold `sandbox exec`.
+const CloudProgram = "sandbox-cloud"
+
+// Defaults of the limits `sandbox serve` puts on an emulator's clients
+// (see package httpguard).
+const (
+	// EmulatorMaxConns is the number of connections served at once.
+	EmulatorMaxConns = 512
+	// EmulatorIdleTimeout closes a keep-alive connection with no request.
+	EmulatorIdleTimeout = time.Minute
+)
+
 // EmulatorOptions configure an emulator.
 type EmulatorOptions struct {
 	// APIKey is the key clients must present; empty accepts any
@@ -82,9 +100,11 @@ type EmulatorOptions struct {
 	Log io.Writer
 }
 
-// Emulator is a server speaking a provider's wire API.
+// Emulator is a server speaking a provider's wire API: an http.Handler
+// too, which `sandbox serve` serves (the interface does not say so, so
+// that this package, which every program imports, links no HTTP: the
+// program sandbox has no emulator, see CloudProgram).
 type Emulator interface {
-	http.Handler
 	// Env returns the variables that point the provider's clients (ours
 	// and the official SDKs) at the emulator served at baseURL, such as
 	// "http://127.0.0.1:3000".
@@ -92,6 +112,14 @@ type Emulator interface {
 	// Close ends background work and the processes it started; the
 	// backend's sandboxes are left alone.
 	Close() error
+}
+
+// HandedOver is r for a program that has not the provider built in: every
+// run that uses it, as a provider or an emulator, goes to program (see
+// Program).
+func (r Registration) HandedOver(program string) Registration {
+	r.Program, r.New, r.Emulator = program, nil, nil
+	return r
 }
 
 // Configured reports whether the provider has what it needs in cfg: its

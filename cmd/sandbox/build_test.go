@@ -2,6 +2,8 @@ package main
 
 import (
 	"debug/buildinfo"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -10,7 +12,7 @@ import (
 // updates of GOMAXPROCS off (see the //go:debug line of main.go), as they
 // set it themselves.
 func TestRuntimeUpdatesOff(t *testing.T) {
-	for name, build := range map[string]func() (string, error){"sandbox": built, "sandbox-modal": builtModal} {
+	for name, build := range map[string]func() (string, error){"sandbox": built, "sandbox-cloud": builtCloud} {
 		bin, err := build()
 		if err != nil {
 			t.Fatal(err)
@@ -27,6 +29,27 @@ func TestRuntimeUpdatesOff(t *testing.T) {
 		}
 		if !strings.Contains(","+godebug+",", ",updatemaxprocs=0,") {
 			t.Errorf("%s: DefaultGODEBUG=%q, want updatemaxprocs=0 in it", name, godebug)
+		}
+	}
+}
+
+// TestNoHTTPInSandbox: the program sandbox links no HTTP or TLS (the
+// cloud providers and the emulators, which need them, are in
+// sandbox-cloud): their size and initialisers were a tenth of a cold
+// `sandbox exec`, and of every start of a local sandbox's init and
+// runners.
+func TestNoHTTPInSandbox(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 {
+		t.Fatalf("go list -deps: %d packages, want the program's", len(deps))
+	}
+	for _, pkg := range []string{"net/http", "crypto/tls", "google.golang.org/grpc"} {
+		if slices.Contains(deps, pkg) {
+			t.Errorf("the program sandbox links %s", pkg)
 		}
 	}
 }

@@ -8,11 +8,14 @@
 // Command sandbox runs untrusted code in sandboxes with every operation
 // approved. See the README for usage.
 //
-// Modal's provider is not built in here: its SDK would cost every start of
-// this program, and of every local sandbox's init and runners (which
-// re-execute it), its package initialisers. A run that uses Modal is handed
-// to the program sandbox-modal (cmd/sandbox-modal), installed beside this
-// one.
+// The cloud providers (E2B, Daytona, Runloop, Modal) and their emulators
+// are not built in here: their HTTP and gRPC clients and servers, and
+// Modal's SDK, would cost every start of this program, and of every local
+// sandbox's init and runners (which re-execute it), their size and their
+// package initialisers (net/http alone was a tenth of a cold
+// `sandbox exec`). A run that uses one, or serves an emulator, is handed
+// to the program sandbox-cloud (cmd/sandbox-cloud), installed beside this
+// one. TestNoHTTPInSandbox keeps net/http out.
 package main
 
 import (
@@ -29,5 +32,5 @@ import (
 func main() {
 	// The local provider re-executes this binary as the sandbox's init.
 	local.MaybeRunInit()
-	os.Exit(cli.RunSystem(all.Registry()))
+	os.Exit(cli.RunSystem(all.Registry(), nil))
 }

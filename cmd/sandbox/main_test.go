@@ -17,13 +17,23 @@ import (
 	"github.com/agentbox/sandbox/internal/events"
 	"github.com/agentbox/sandbox/internal/events/eventstest"
 	"github.com/agentbox/sandbox/providers/all"
+	"github.com/agentbox/sandbox/providers/daytona"
+	"github.com/agentbox/sandbox/providers/e2b"
+	"github.com/agentbox/sandbox/providers/emulator/httpguard"
 	"github.com/agentbox/sandbox/providers/local"
+	"github.com/agentbox/sandbox/providers/runloop"
 )
 
 func TestMain(m *testing.M) {
 	local.MaybeRunInit()
 	testscript.Main(cleanupBinary{m}, map[string]func(){
-		"sandbox": func() { os.Exit(cli.RunSystem(all.Registry())) },
+		// The scripts' sandbox has the clients and emulators of E2B,
+		// Daytona and Runloop built in, as sandbox-cloud has (the hand-over
+		// to it is TestModalHandOver's and the served emulators' tests').
+		"sandbox": func() {
+			reg := all.Registry(e2b.Registration(), daytona.Registration(), runloop.Registration())
+			os.Exit(cli.RunSystem(reg, httpguard.ServeEmulator))
+		},
 	})
 }
 

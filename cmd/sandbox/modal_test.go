@@ -1,39 +1,33 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
-// builtModal is the program sandbox-modal, compiled once beside the
-// program sandbox (see built), where the hand-over looks for it.
-var builtModal = sync.OnceValues(func() (string, error) {
+// builtCloud is the program sandbox-cloud, compiled beside the program
+// sandbox (see built), where the hand-over looks for it.
+func builtCloud() (string, error) {
 	bin, err := built()
 	if err != nil {
 		return "", err
 	}
-	helper := filepath.Join(filepath.Dir(bin), "sandbox-modal")
-	if out, err := exec.Command("go", "build", "-o", helper, "../sandbox-modal").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build sandbox-modal: %w\n%s", err, out)
-	}
-	return helper, nil
-})
+	return filepath.Join(filepath.Dir(bin), "sandbox-cloud"), nil
+}
 
 // TestModalHandOver checks that the program sandbox, which does not link
-// Modal's SDK, hands every run that uses Modal to sandbox-modal beside
-// it, unchanged: `serve --api modal` becomes sandbox-modal's emulator (the
-// same process: its executable is sandbox-modal's), and `--sandbox modal
+// Modal's SDK, hands every run that uses Modal to sandbox-cloud beside
+// it, unchanged: `serve --api modal` becomes sandbox-cloud's emulator (the
+// same process: its executable is sandbox-cloud's), and `--sandbox modal
 // exec` against it runs the command in a Modal sandbox, stdin, exit
 // status and all, and `run --json` of a plan streams its events once.
-// Without sandbox-modal, a run exits 125 and says what to install.
+// Without sandbox-cloud, a run exits 125 and says what to install.
 func TestModalHandOver(t *testing.T) {
-	if _, err := builtModal(); err != nil {
+	if _, err := builtCloud(); err != nil {
 		t.Fatal(err)
 	}
 	c := newRunner(t, buildBinary(t))
@@ -42,8 +36,8 @@ func TestModalHandOver(t *testing.T) {
 		t.Fatalf("serve --api modal printed %v, want MODAL_SERVER_URL, MODAL_TOKEN_ID and MODAL_TOKEN_SECRET", env)
 	}
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	if err != nil || filepath.Base(exe) != "sandbox-modal" {
-		t.Errorf("serve --api modal runs %q (%v), want sandbox-modal", exe, err)
+	if err != nil || filepath.Base(exe) != "sandbox-cloud" {
+		t.Errorf("serve --api modal runs %q (%v), want sandbox-cloud", exe, err)
 	}
 
 	modal := func(bin string, stdin string, args ...string) (int, string, string) {
@@ -67,7 +61,7 @@ func TestModalHandOver(t *testing.T) {
 		t.Errorf("--sandbox modal exec: exit %d, stdout %q, stderr %q; want 7 and the command's output", code, out, errOut)
 	}
 
-	// A plan, handed over too: its events are sandbox-modal's, once.
+	// A plan, handed over too: its events are sandbox-cloud's, once.
 	plan := filepath.Join(c.dir, "plan.yaml")
 	if err := os.WriteFile(plan, []byte("steps:\n  - write: {path: /workspace/n.txt, content: \"via modal\"}\n  - read: /workspace/n.txt\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -84,7 +78,7 @@ func TestModalHandOver(t *testing.T) {
 	}
 
 	// The emulator's local sandboxes run inits of the program sandbox,
-	// not of sandbox-modal: a kept one is still running.
+	// not of sandbox-cloud: a kept one is still running.
 	if code, out, errOut := modal(c.bin, "", "--keep", "exec", "--", "true"); code != 0 {
 		t.Fatalf("--sandbox modal --keep exec: exit %d, %s%s", code, out, errOut)
 	}
@@ -119,7 +113,7 @@ func TestModalHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut = modal(alone, "", "exec", "--", "true")
-	if code != 125 || !strings.Contains(errOut, "install sandbox-modal beside this program or on PATH") {
-		t.Errorf("--sandbox modal without sandbox-modal: exit %d, stderr %q; want 125 and what to install", code, errOut)
+	if code != 125 || !strings.Contains(errOut, "install sandbox-cloud beside this program or on PATH") {
+		t.Errorf("--sandbox modal without sandbox-cloud: exit %d, stderr %q; want 125 and what to install", code, errOut)
 	}
 }

@@ -26,6 +26,12 @@ var built = sync.OnceValues(func() (string, error) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
+	// The program the cloud providers' runs are handed to, beside it
+	// (see builtCloud).
+	cloud := filepath.Join(dir, "sandbox-cloud")
+	if out, err := exec.Command("go", "build", "-o", cloud, "../sandbox-cloud").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build sandbox-cloud: %w\n%s", err, out)
+	}
 	return bin, nil
 })
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -62,7 +63,15 @@ type Deps struct {
 	// but exec, which may arm it late (see execInterrupts). Nil: there is
 	// nothing to arm (the caller cancels the context itself).
 	ArmInterrupts func(after time.Duration)
+	// Serve serves emulators (`sandbox serve`). Nil: the program has no
+	// emulator built in (sandbox; see providers.CloudProgram).
+	Serve ServeFunc
 }
+
+// ServeFunc serves the emulator em on ln until ctx ends, with at most
+// maxConns connections at once, each closed after idleTimeout without a
+// request (httpguard.ServeEmulator).
+type ServeFunc func(ctx context.Context, em providers.Emulator, ln net.Listener, maxConns int, idleTimeout time.Duration) error
 
 // Main runs the program with args (without the program name) and returns the
 // exit status. ctx is the root context, cancelled on SIGINT/SIGTERM.
@@ -454,8 +463,9 @@ func verbOf(vs []verb, flags *pflag.FlagSet, args []string) (verb, bool) {
 // environment with the providers of reg, and returns its exit status: the
 // whole of a main. SIGINT and SIGTERM cancel the root context once the
 // verb arms them (Deps.ArmInterrupts); a provider built into another
-// program hands the run to it (ExecProgram).
-func RunSystem(reg *providers.Registry) int {
+// program hands the run to it (ExecProgram). serve serves emulators
+// (Deps.Serve); nil in a program that has none.
+func RunSystem(reg *providers.Registry, serve ServeFunc) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	return Main(ctx, os.Args[1:], Deps{
@@ -465,6 +475,7 @@ func RunSystem(reg *providers.Registry) int {
 		Getwd:         os.Getwd,
 		Handoff:       ExecProgram,
 		ArmInterrupts: interruptsCancel(ctx, cancel),
+		Serve:         serve,
 	})
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
-	"github.com/agentbox/sandbox/providers/emulator/httpguard"
 )
 
 // serveFlags are the flags of `sandbox serve`.
@@ -25,7 +23,7 @@ type serveFlags struct {
 	apiKey  string
 	log     bool
 	// maxConns and idleTimeout bound what clients can hold of the server
-	// (see httpguard.Limits).
+	// (see Deps.Serve).
 	maxConns    int
 	idleTimeout time.Duration
 }
@@ -64,8 +62,8 @@ minutes is ended (long uploads and output streams that keep moving are not).`,
 	fl.StringVar(&f.backend, "backend", "local", "the provider whose sandboxes back the emulator")
 	fl.StringVar(&f.apiKey, "api-key", "", "the API key clients must send (default: a random key, printed)")
 	fl.BoolVar(&f.log, "log", false, "log every request to stderr")
-	fl.IntVar(&f.maxConns, "max-conns", httpguard.DefaultMaxConns, "serve at most `N` connections at once; more wait their turn")
-	fl.DurationVar(&f.idleTimeout, "idle-timeout", httpguard.DefaultIdleTimeout, "close a connection that sends no request for this long")
+	fl.IntVar(&f.maxConns, "max-conns", providers.EmulatorMaxConns, "serve at most `N` connections at once; more wait their turn")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", providers.EmulatorIdleTimeout, "close a connection that sends no request for this long")
 	return cmd
 }
 
@@ -105,11 +103,9 @@ func (a *App) serve(ctx context.Context, f serveFlags) error {
 	if f.idleTimeout <= 0 {
 		return &UsageError{Err: fmt.Errorf("--idle-timeout must be positive, not %v", f.idleTimeout)}
 	}
-	limits := httpguard.DefaultLimits()
-	limits.MaxConns = f.maxConns
-	limits.IdleTimeout = f.idleTimeout
-	// A connection that sends nothing is idle too.
-	limits.ReadHeaderTimeout = min(limits.ReadHeaderTimeout, f.idleTimeout)
+	if a.deps.Serve == nil {
+		return fmt.Errorf("serve: this program serves no emulator: run the same command with %s", providers.CloudProgram)
+	}
 	backend, err := a.engine.Gated(f.backend)
 	if err != nil {
 		return err
@@ -135,30 +131,26 @@ func (a *App) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	fmt.Fprintf(a.streams.Err, "sandbox: serving the %s API on %s, backed by %s sandboxes; stop with Ctrl-C\n", f.api, url, f.backend)
-	if !httpguard.IsLoopback(ln.Addr()) {
+	if !loopback(ln.Addr()) {
 		fmt.Fprintf(a.streams.Err, "sandbox: warning: %s is not a loopback address: whoever can reach it and holds the API key can execute commands in %s sandboxes; the API key (--api-key, or the random one printed) is the only protection and travels in plain HTTP\n", ln.Addr(), f.backend)
 	}
-
-	srv := httpguard.NewServer(em, limits)
-	srv.BaseContext = func(net.Listener) context.Context { return ctx }
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(httpguard.LimitListener(ln, limits)) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	// Ending the emulator's processes first ends their streams, so the
-	// shutdown does not wait for long-running commands.
-	em.Close()
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("serve: shut down: %w", err)
+	if err := a.deps.Serve(ctx, em, ln, f.maxConns, f.idleTimeout); err != nil {
+		return err
 	}
 	fmt.Fprintln(a.streams.Err, "sandbox: stopped serving")
 	// Stopping on a signal is how a server ends: not an error.
 	return nil
+}
+
+// loopback reports whether a listener's address only accepts clients of
+// this machine. The unspecified address (0.0.0.0, ::), which listens on
+// every interface, is not loopback.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return addr != nil && addr.Network() == "unix"
+	}
+	return tcp.IP.IsLoopback()
 }
 
 // printServeEnv prints the variables clients need: shell export lines, or

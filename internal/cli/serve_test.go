@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/sandbox/providers"
 	e2bemu "github.com/agentbox/sandbox/providers/e2b/emulator"
+	"github.com/agentbox/sandbox/providers/emulator/httpguard"
 	"github.com/agentbox/sandbox/providers/fake"
 )
 
@@ -68,6 +69,7 @@ func startServe(t *testing.T, args ...string) *served {
 			Registry: serveRegistry(),
 			Getenv:   func(k string) (string, bool) { return home, k == "HOME" },
 			Getwd:    func() (string, error) { return home, nil },
+			Serve:    httpguard.ServeEmulator,
 		})
 	}()
 	var once sync.Once
@@ -227,6 +229,28 @@ func TestServeFlagErrors(t *testing.T) {
 		})
 		if code != ExitUsage || !strings.Contains(stderr.String(), args[0]) {
 			t.Errorf("%q: exit %d, want %d; stderr %q", args, code, ExitUsage, stderr.String())
+		}
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 3000}, true},
+		{&net.TCPAddr{IP: net.ParseIP("127.1.2.3"), Port: 3000}, true},
+		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 3000}, true},
+		{&net.TCPAddr{IP: net.ParseIP("0.0.0.0"), Port: 3000}, false},
+		{&net.TCPAddr{IP: net.ParseIP("::"), Port: 3000}, false},
+		{&net.TCPAddr{IP: net.ParseIP("192.168.1.10"), Port: 3000}, false},
+		{&net.TCPAddr{Port: 3000}, false},
+		{&net.UnixAddr{Name: "sock", Net: "unix"}, true},
+	}
+	for _, tt := range tests {
+		if got := loopback(tt.addr); got != tt.want {
+			t.Errorf("loopback(%v) = %v, want %v", tt.addr, got, tt.want)
 		}
 	}
 }

@@ -34,48 +34,30 @@ import (
 	"time"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/daytona/daytonaconf"
 	"github.com/agentbox/sandbox/providers/daytona/emulator"
 	"github.com/agentbox/sandbox/providers/httpapi"
 )
 
-// Name is the registry name of the provider.
-const Name = "daytona"
-
-// Environment variables the provider reads.
+// The provider's name, variables and defaults (see package daytonaconf).
 const (
-	EnvAPIKey       = "DAYTONA_API_KEY"
-	EnvAPIURL       = "DAYTONA_API_URL"
-	EnvTarget       = "DAYTONA_TARGET"
-	EnvOrganization = "DAYTONA_ORGANIZATION_ID"
-	EnvSnapshot     = "DAYTONA_SNAPSHOT"
+	Name            = daytonaconf.Name
+	EnvAPIKey       = daytonaconf.EnvAPIKey
+	EnvAPIURL       = daytonaconf.EnvAPIURL
+	EnvTarget       = daytonaconf.EnvTarget
+	EnvOrganization = daytonaconf.EnvOrganization
+	EnvSnapshot     = daytonaconf.EnvSnapshot
+	DefaultAPIURL   = daytonaconf.DefaultAPIURL
 )
-
-// DefaultAPIURL is the API of Daytona's cloud.
-const DefaultAPIURL = "https://app.daytona.io/api"
-
-// capabilities are what Daytona supports through this client: labels
-// filter List, a snapshot is the image, networkBlockAll is the network
-// switch, and stdin is read to its end before the command starts.
-var capabilities = providers.Capabilities{Network: true, Labels: true, Image: true, Stdin: true}
 
 // Registration describes the provider to the registry, emulator included.
 func Registration() providers.Registration {
-	return providers.Registration{
-		Name:        Name,
-		Description: "Daytona cloud sandboxes through Daytona's API",
-		Env: []providers.EnvKey{
-			{Name: EnvAPIKey, Help: "API key from the Daytona dashboard", Required: true, Secret: true},
-			{Name: EnvAPIURL, Help: "API URL (default " + DefaultAPIURL + ")"},
-			{Name: EnvTarget, Help: "target region (us, eu; default: the organization's)"},
-			{Name: EnvOrganization, Help: "organization id, sent as X-Daytona-Organization-ID"},
-			{Name: EnvSnapshot, Help: "snapshot used when --image is not given (default: Daytona's)"},
-		},
-		Capabilities: capabilities,
-		New: func(cfg providers.Config) (providers.Provider, error) {
-			return New(cfg)
-		},
-		Emulator: emulator.NewEmulator,
+	r := daytonaconf.Registration()
+	r.New = func(cfg providers.Config) (providers.Provider, error) {
+		return New(cfg)
 	}
+	r.Emulator = emulator.NewEmulator
+	return r
 }
 
 // Options configure a Provider directly (tests, benchmarks); New reads
@@ -158,7 +140,7 @@ const (
 func (p *Provider) Name() string { return Name }
 
 // Capabilities declares what Daytona supports.
-func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
+func (p *Provider) Capabilities() providers.Capabilities { return daytonaconf.Capabilities() }
 
 // Close drops idle connections.
 func (p *Provider) Close() error {

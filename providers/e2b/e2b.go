@@ -20,64 +20,36 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agentbox/sandbox/providers"
+	"github.com/agentbox/sandbox/providers/e2b/e2bconf"
 	"github.com/agentbox/sandbox/providers/e2b/emulator"
 	"github.com/agentbox/sandbox/providers/httpapi"
 )
 
-// Name is the registry name of the provider.
-const Name = "e2b"
-
-// Environment variables the provider reads.
+// The provider's name, variables and defaults (see package e2bconf).
 const (
-	EnvAPIKey     = "E2B_API_KEY"
-	EnvDomain     = "E2B_DOMAIN"
-	EnvAPIURL     = "E2B_API_URL"
-	EnvSandboxURL = "E2B_SANDBOX_URL"
-	EnvTemplate   = "E2B_TEMPLATE"
-	EnvUser       = "E2B_USER"
+	Name            = e2bconf.Name
+	EnvAPIKey       = e2bconf.EnvAPIKey
+	EnvDomain       = e2bconf.EnvDomain
+	EnvAPIURL       = e2bconf.EnvAPIURL
+	EnvSandboxURL   = e2bconf.EnvSandboxURL
+	EnvTemplate     = e2bconf.EnvTemplate
+	EnvUser         = e2bconf.EnvUser
+	DefaultDomain   = e2bconf.DefaultDomain
+	DefaultTemplate = e2bconf.DefaultTemplate
+	DefaultUser     = e2bconf.DefaultUser
+	DefaultLifetime = e2bconf.DefaultLifetime
 )
-
-// Defaults of the public service.
-const (
-	DefaultDomain   = "e2b.app"
-	DefaultTemplate = "base"
-	// DefaultUser runs commands and file operations as root, so that
-	// /workspace (the contract's working directory) can be created and
-	// used on E2B's standard templates.
-	DefaultUser = "root"
-	// DefaultLifetime is the sandbox timeout sent when a Spec has no TTL:
-	// E2B always ends a sandbox after its timeout, and one hour is the
-	// longest the smallest plan allows.
-	DefaultLifetime = time.Hour
-)
-
-// capabilities are what E2B supports. Network is the sandbox-wide
-// allow_internet_access flag; Resources depend on the template, not on
-// the create call.
-var capabilities = providers.Capabilities{Network: true, TTL: true, Labels: true, Stdin: true, Image: true}
 
 // Registration describes the provider to the registry, emulator included.
 func Registration() providers.Registration {
-	return providers.Registration{
-		Name:        Name,
-		Description: "E2B cloud sandboxes (Firecracker microVMs) through E2B's API",
-		Env: []providers.EnvKey{
-			{Name: EnvAPIKey, Help: "API key from the E2B dashboard", Required: true, Secret: true},
-			{Name: EnvDomain, Help: "E2B domain (default " + DefaultDomain + ")"},
-			{Name: EnvAPIURL, Help: "control-plane URL (default https://api.<domain>)"},
-			{Name: EnvSandboxURL, Help: "one URL for every sandbox's envd, routed by headers (emulators)"},
-			{Name: EnvTemplate, Help: "template used when --image is not given (default " + DefaultTemplate + ")"},
-			{Name: EnvUser, Help: "user commands and files run as (default " + DefaultUser + ")"},
-		},
-		Capabilities: capabilities,
-		New: func(cfg providers.Config) (providers.Provider, error) {
-			return New(cfg)
-		},
-		Emulator: emulator.NewEmulator,
+	r := e2bconf.Registration()
+	r.New = func(cfg providers.Config) (providers.Provider, error) {
+		return New(cfg)
 	}
+	r.Emulator = emulator.NewEmulator
+	return r
 }
 
 // Options configure a Provider directly (tests, benchmarks); New reads
@@ -181,7 +153,7 @@ func NewWithOptions(opts Options) (*Provider, error) {
 func (p *Provider) Name() string { return Name }
 
 // Capabilities declares what E2B supports.
-func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
+func (p *Provider) Capabilities() providers.Capabilities { return e2bconf.Capabilities() }
 
 // Close drops idle connections.
 func (p *Provider) Close() error {

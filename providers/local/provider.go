@@ -33,11 +33,12 @@ var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: tr
 func Registration() providers.Registration { return RegistrationWith("") }
 
 // RegistrationWith is Registration for a program that links more than its
-// inits need (sandbox-modal links Modal's SDK, whose package initialisers
-// would run in every init and runner): the provider starts its inits,
-// runners and reapers from exe, another program of the release (the
-// program sandbox), when its build information matches this program's
-// (see sameBuild); else, or when exe is "", from this program.
+// inits need (sandbox-cloud links the cloud providers' clients and Modal's
+// SDK, whose size and package initialisers would cost every init and
+// runner): the provider starts its inits, runners and reapers from exe,
+// another program of the release (the program sandbox), when its build
+// information matches this program's (see sameBuild); else, or when exe
+// is "", from this program.
 func RegistrationWith(exe string) providers.Registration {
 	return providers.Registration{
 		Name:         Name,

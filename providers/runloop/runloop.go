@@ -44,40 +44,25 @@ import (
 	"github.com/agentbox/sandbox/providers/execfs"
 	"github.com/agentbox/sandbox/providers/httpapi"
 	"github.com/agentbox/sandbox/providers/runloop/emulator"
+	"github.com/agentbox/sandbox/providers/runloop/runloopconf"
 )
 
-// Name is the registry name of the provider.
-const Name = "runloop"
-
-// Environment variables the provider reads.
+// The provider's name, variables and defaults (see package runloopconf).
 const (
-	EnvAPIKey  = "RUNLOOP_API_KEY"
-	EnvBaseURL = "RUNLOOP_BASE_URL"
+	Name           = runloopconf.Name
+	EnvAPIKey      = runloopconf.EnvAPIKey
+	EnvBaseURL     = runloopconf.EnvBaseURL
+	DefaultBaseURL = runloopconf.DefaultBaseURL
 )
-
-// DefaultBaseURL is Runloop's API.
-const DefaultBaseURL = "https://api.runloop.ai"
-
-// capabilities: metadata holds the labels, keep_alive_time_seconds is the
-// TTL, a blueprint (or snapshot) is the image, and stdin is read to its
-// end before the command starts.
-var capabilities = providers.Capabilities{Labels: true, TTL: true, Image: true, Stdin: true}
 
 // Registration describes the provider to the registry, emulator included.
 func Registration() providers.Registration {
-	return providers.Registration{
-		Name:        Name,
-		Description: "Runloop devboxes through Runloop's API",
-		Env: []providers.EnvKey{
-			{Name: EnvAPIKey, Help: "API key from the Runloop dashboard", Required: true, Secret: true},
-			{Name: EnvBaseURL, Help: "API base URL (default " + DefaultBaseURL + ")"},
-		},
-		Capabilities: capabilities,
-		New: func(cfg providers.Config) (providers.Provider, error) {
-			return New(cfg)
-		},
-		Emulator: emulator.NewEmulator,
+	r := runloopconf.Registration()
+	r.New = func(cfg providers.Config) (providers.Provider, error) {
+		return New(cfg)
 	}
+	r.Emulator = emulator.NewEmulator
+	return r
 }
 
 // Options configure a Provider directly (tests, benchmarks); New reads
@@ -152,7 +137,7 @@ func NewWithOptions(opts Options) (*Provider, error) {
 func (p *Provider) Name() string { return Name }
 
 // Capabilities declares what Runloop supports through this client.
-func (p *Provider) Capabilities() providers.Capabilities { return capabilities }
+func (p *Provider) Capabilities() providers.Capabilities { return runloopconf.Capabilities() }
 
 // Close drops idle connections.
 func (p *Provider) Close() error {

@@ -119,7 +119,7 @@ func TestServedEmulatorRefusesAnyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = em.Close() })
-	url := emulatortest.Serve(t, em)
+	url := emulatortest.Serve(t, em.(http.Handler))
 	key := em.Env(url)["E2B_API_KEY"]
 	for _, tt := range []struct {
 		key  string

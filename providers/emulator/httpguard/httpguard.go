@@ -13,6 +13,7 @@ package httpguard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,16 +21,18 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"github.com/agentbox/sandbox/providers"
 )
 
 // Defaults of Limits.
 const (
 	// DefaultMaxConns is the number of connections served at once.
-	DefaultMaxConns = 512
+	DefaultMaxConns = providers.EmulatorMaxConns
 	// DefaultReadHeaderTimeout bounds the reading of a request's headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection with no request.
-	DefaultIdleTimeout = time.Minute
+	DefaultIdleTimeout = providers.EmulatorIdleTimeout
 	// DefaultStallTimeout ends a request whose body, or whose response,
 	// has not moved for this long.
 	DefaultStallTimeout = 2 * time.Minute
@@ -128,15 +131,38 @@ func LimitListener(ln net.Listener, l Limits) net.Listener {
 	return netutil.LimitListener(ln, l.withDefaults().MaxConns)
 }
 
-// IsLoopback reports whether a listener's address only accepts clients of
-// this machine. The unspecified address (0.0.0.0, ::), which listens on
-// every interface, is not loopback.
-func IsLoopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
+// ServeEmulator serves em on ln, with the default limits but maxConns
+// and idleTimeout, until ctx ends (a nil return) or serving fails. Then em
+// is closed first (ending its processes ends their streams, so the
+// shutdown does not wait for long-running commands) and the server is
+// shut down, waiting up to five seconds for the requests in flight.
+// `sandbox serve` serves with it (the CLI's Deps.Serve).
+func ServeEmulator(ctx context.Context, em providers.Emulator, ln net.Listener, maxConns int, idleTimeout time.Duration) error {
+	h, ok := em.(http.Handler)
 	if !ok {
-		return addr != nil && addr.Network() == "unix"
+		return fmt.Errorf("serve: the emulator %T serves no HTTP", em)
 	}
-	return tcp.IP.IsLoopback()
+	l := DefaultLimits()
+	l.MaxConns = maxConns
+	l.IdleTimeout = idleTimeout
+	// A connection that sends nothing is idle too.
+	l.ReadHeaderTimeout = min(l.ReadHeaderTimeout, idleTimeout)
+	srv := NewServer(h, l)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(LimitListener(ln, l)) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	em.Close()
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("serve: shut down: %w", err)
+	}
+	return nil
 }
 
 // Handler wraps h with the per-read and per-write stall deadlines of l

@@ -357,25 +357,3 @@ func TestAllowIdleBody(t *testing.T) {
 		t.Errorf("idle stream: %d %q, %v", resp.StatusCode, got, err)
 	}
 }
-
-func TestIsLoopback(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		addr net.Addr
-		want bool
-	}{
-		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 3000}, true},
-		{&net.TCPAddr{IP: net.ParseIP("127.1.2.3"), Port: 3000}, true},
-		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 3000}, true},
-		{&net.TCPAddr{IP: net.ParseIP("0.0.0.0"), Port: 3000}, false},
-		{&net.TCPAddr{IP: net.ParseIP("::"), Port: 3000}, false},
-		{&net.TCPAddr{IP: net.ParseIP("192.168.1.10"), Port: 3000}, false},
-		{&net.TCPAddr{Port: 3000}, false},
-		{&net.UnixAddr{Name: "sock", Net: "unix"}, true},
-	}
-	for _, tt := range tests {
-		if got := httpguard.IsLoopback(tt.addr); got != tt.want {
-			t.Errorf("IsLoopback(%v) = %v, want %v", tt.addr, got, tt.want)
-		}
-	}
-}

@@ -3,7 +3,7 @@
 // capabilities, and whether credentials are there to be found. The
 // program sandbox lists Modal and says whether it is configured with this
 // package alone, and hands a run that uses Modal to the program
-// sandbox-modal (Program), which links the SDK (package modal): the SDK's
+// providers.CloudProgram, which links the SDK (package modal): the SDK's
 // package initialisers would otherwise run in every start of sandbox and
 // of every local sandbox's init and runners, which re-execute it.
 package modalconf
@@ -16,9 +16,6 @@ import (
 
 // Name is the registry name of the provider.
 const Name = "modal"
-
-// Program is the program of this release with Modal's SDK built in.
-const Program = "sandbox-modal"
 
 // Environment variables the provider reads or documents.
 const (
@@ -47,7 +44,7 @@ const (
 
 // Registration describes the provider without building it: name,
 // variables, capabilities and the credentials check. Package modal adds
-// New and the emulator; HandedOver adds the program that has them.
+// New and the emulator.
 func Registration() providers.Registration {
 	return providers.Registration{
 		Name:        Name,
@@ -68,12 +65,4 @@ func Registration() providers.Registration {
 // Capabilities are what Modal supports through the SDK.
 func Capabilities() providers.Capabilities {
 	return providers.Capabilities{Network: true, TTL: true, Labels: true, Stdin: true, Resources: true, Image: true}
-}
-
-// HandedOver is the registration of a program without the SDK: every run
-// that uses Modal, as a provider or an emulator, goes to Program.
-func HandedOver() providers.Registration {
-	r := Registration()
-	r.Program = Program
-	return r
 }

@@ -1,0 +1,40 @@
+// The runtime's own updates of GOMAXPROCS are off, as in the program
+// sandbox (see its main.go).
+
+//go:debug updatemaxprocs=0
+
+// Command sandbox-cloud is the program sandbox with the cloud providers
+// built in: the clients of E2B, Daytona and Runloop, Modal's (Modal's
+// official Go SDK), and the emulators of all four (`sandbox serve`). The
+// program sandbox hands every run that uses one of them (--sandbox e2b,
+// serve --api daytona, ...) to this one, installed beside it; it also
+// runs any other command as sandbox does. Local sandboxes it starts (the
+// emulators') get their inits from the program sandbox beside it, of the
+// same build: they need nothing of the clients, whose size and package
+// initialisers would cost each.
+package main
+
+import (
+	"os"
+
+	// First: the program starts on one processor (see package procs).
+	_ "github.com/agentbox/sandbox/internal/procs/start"
+
+	"github.com/agentbox/sandbox/internal/cli"
+	"github.com/agentbox/sandbox/providers/all"
+	"github.com/agentbox/sandbox/providers/daytona"
+	"github.com/agentbox/sandbox/providers/e2b"
+	"github.com/agentbox/sandbox/providers/emulator/httpguard"
+	"github.com/agentbox/sandbox/providers/local"
+	"github.com/agentbox/sandbox/providers/modal"
+	"github.com/agentbox/sandbox/providers/runloop"
+)
+
+func main() {
+	// Without sandbox beside it, the local provider re-executes this
+	// binary as the sandbox's init.
+	local.MaybeRunInit()
+	reg := all.Registry(e2b.Registration(), daytona.Registration(), runloop.Registration(), modal.Registration(),
+		local.RegistrationWith(cli.Beside("sandbox")))
+	os.Exit(cli.RunSystem(reg, httpguard.ServeEmulator))
+}
