@@ -132,14 +132,18 @@ func applyLandlock(cfg *initConfig) (int, error) {
 	return abi, nil
 }
 
-// dropPrivileges empties the bounding set on this thread (the one that
-// starts the command), clears every capability on every thread (which
-// clears the ambient sets too: an ambient capability must stay permitted)
-// and makes the init non-dumpable, so that /proc/1 of the sandbox cannot be
-// opened. no_new_privs is already set on every thread by applyLandlock.
+// dropPrivileges empties the bounding set and clears every capability on
+// every thread (which clears the ambient sets too: an ambient capability
+// must stay permitted), so that whichever thread forks the command, it is
+// born with none, and makes the process non-dumpable, so that /proc/1 of
+// the sandbox cannot be opened. no_new_privs is already set on every
+// thread by applyLandlock.
 func dropPrivileges(cfg *initConfig) error {
 	for c := 0; c <= unix.CAP_LAST_CAP+8; c++ {
-		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		var err error
+		if _, _, e := psx.Syscall3(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 {
+			err = e
+		}
 		if err == unix.EINVAL {
 			break
 		}

@@ -37,12 +37,18 @@ func MaybeRunInit() {
 		return
 	}
 	procs.Default()
-	// Everything the init does happens on this thread: the command is
-	// forked from it and inherits its (emptied) bounding set.
-	runtime.LockOSThread()
 	if os.Args[0] == runnerArgv0 {
+		// A runner's goroutines run on any of its threads: its
+		// hardening holds on every thread (see harden), so a command
+		// forked from any of them is confined alike, and a wake-up (its
+		// next operation, its command's exit, the end of an output)
+		// needs no hand-over to one particular thread.
 		os.Exit(runRunner())
 	}
+	// Everything the init does happens on this thread: runners are
+	// started from it and inherit its namespaces and (emptied) bounding
+	// set.
+	runtime.LockOSThread()
 	os.Exit(runInit())
 }
 

@@ -280,9 +280,11 @@ func TestUnmapCode(t *testing.T) {
 }
 
 // TestRunnerThreadsHardened: every thread of a runner that served an
-// operation runs with no_new_privs and the seccomp filter and holds no
-// capability (the threads a runner reserves against a full pids limit
-// are hardened with it, by the calls that apply to every thread);
+// operation runs with no_new_privs and the seccomp filter, holds no
+// capability and has an empty bounding set (the threads a runner reserves
+// against a full pids limit are hardened with it, by the calls that apply
+// to every thread; a runner's goroutines, and so its forks of commands,
+// run on any of its threads);
 // every thread of its machine's init (which installs no seccomp filter:
 // it starts runners and switches networks) runs with no_new_privs.
 func TestRunnerThreadsHardened(t *testing.T) {
@@ -308,7 +310,7 @@ func TestRunnerThreadsHardened(t *testing.T) {
 			}
 			want := map[string]string{"NoNewPrivs": "1"}
 			if proc.runner {
-				want["Seccomp"], want["CapEff"], want["CapPrm"] = "2", "0000000000000000", "0000000000000000"
+				want["Seccomp"], want["CapEff"], want["CapPrm"], want["CapBnd"] = "2", "0000000000000000", "0000000000000000", "0000000000000000"
 			}
 			for field, v := range want {
 				if got := statusLine(b, field); got != v {

@@ -47,10 +47,13 @@ func reserveThreads(n int) {
 }
 
 // machineProcs bounds how many threads the init and each runner run Go
-// code on at once (GOMAXPROCS; otherwise one per host CPU). Each running
-// goroutine beyond the idle reserve would need a thread made for it, and
-// their work (handing over operations, relaying output) is light.
-const machineProcs = 2
+// code on at once (GOMAXPROCS; otherwise one per host CPU). Their work
+// (handing over operations, relaying output, which moves in splice and
+// other system calls, during which the runtime hands the processor on)
+// is light; with a second processor, every goroutine made ready woke a
+// second thread to run it, and a cold `sandbox exec` paid for those
+// wake-ups (bench/run.sh exec: 3 % with 2).
+const machineProcs = 1
 
 // machineEnv is the whole environment of an init or a runner: nothing of
 // the host's, and the runtime bounded to machineProcs.

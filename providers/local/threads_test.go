@@ -61,8 +61,8 @@ func TestInitThreadsBounded(t *testing.T) {
 	// Its runtime runs Go code on machineProcs threads at most, however
 	// many CPUs the host has. (Only root may look into the undumpable
 	// init.)
-	if env, err := os.ReadFile("/proc/" + pid + "/environ"); os.Geteuid() == 0 && (err != nil || string(env) != "GOMAXPROCS=2\x00") {
-		t.Errorf("the init's environment: %q (%v); want GOMAXPROCS=2 alone", env, err)
+	if env, err := os.ReadFile("/proc/" + pid + "/environ"); os.Geteuid() == 0 && (err != nil || string(env) != "GOMAXPROCS=1\x00") {
+		t.Errorf("the init's environment: %q (%v); want GOMAXPROCS=1 alone", env, err)
 	}
 	before := threadsOf(t, pid)
 	const ops = 32
