@@ -211,7 +211,7 @@ func (p *Provider) startCold(pr *proc, ends *opEnds) (int, error) {
 	cmd := &exec.Cmd{
 		Path:       p.exe,
 		Args:       []string{initArgv0},
-		Env:        machineEnv(), // nothing of the host's environment
+		Env:        machineEnv(threadSlack()), // nothing of the host's environment
 		ExtraFiles: ends.files[:2],
 		Stdin:      ends.files[2],
 		Stdout:     ends.files[3],

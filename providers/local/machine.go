@@ -437,7 +437,7 @@ func (p *Provider) initCmd(files []*os.File) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:        p.exe,
 		Args:        []string{initArgv0},
-		Env:         machineEnv(),
+		Env:         machineEnv(threadSlack()),
 		Dir:         "/", // not the caller's directory, which it would pin
 		ExtraFiles:  files,
 		SysProcAttr: nsAttr(p.host().uids, p.host().gids, true),
@@ -584,7 +584,9 @@ func (p *Provider) spawnInit(id string, res providers.Resources, files []*os.Fil
 	name := id + "-" + machineCgroup
 	limits := p.cg.machineFiles(res)
 	cg := p.cg.prepare(name, limits)
-	if err := cmd.Start(); err != nil {
+	var err error
+	withSlack(monitorSlack, func() { err = cmd.Start() })
+	if err != nil {
 		cg.abandon()
 		return nil, startError(id, err)
 	}

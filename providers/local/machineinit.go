@@ -1031,7 +1031,9 @@ func (s *netStarter) do(f func()) {
 
 // startProcess starts a process from the starter's thread.
 func (s *netStarter) startProcess(path string, argv []string, attr *os.ProcAttr) (proc *os.Process, err error) {
-	s.do(func() { proc, err = os.StartProcess(path, argv, attr) })
+	// With the monitor's slack: a runner's threads start with it (see
+	// slack.go).
+	s.do(func() { withSlack(monitorSlack, func() { proc, err = os.StartProcess(path, argv, attr) }) })
 	return proc, err
 }
 

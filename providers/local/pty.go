@@ -209,11 +209,15 @@ func runOnTerminal(cfg *initConfig, rep *reporter) int {
 	if !ok {
 		return code
 	}
-	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
-		Dir:   cwd,
-		Env:   cfg.Env,
-		Files: []uintptr{0, 0, 0},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+	var pid int
+	var err error
+	withSlack(commandSlack(), func() {
+		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
+			Dir:   cwd,
+			Env:   cfg.Env,
+			Files: []uintptr{0, 0, 0},
+			Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+		})
 	})
 	_ = holdFDs(0, 1, 2)
 	if err != nil {

@@ -39,11 +39,14 @@ func (r *runner) runForeground(cfg *initConfig, rep *reporter) int {
 	for i, o := range outs {
 		o.use(1+i, r.null)
 	}
-	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
-		Dir:   cwd,
-		Env:   cfg.Env,
-		Files: []uintptr{0, uintptr(outs[0].w), uintptr(outs[1].w)},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+	var pid int
+	withSlack(commandSlack(), func() {
+		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
+			Dir:   cwd,
+			Env:   cfg.Env,
+			Files: []uintptr{0, uintptr(outs[0].w), uintptr(outs[1].w)},
+			Sys:   &syscall.SysProcAttr{Setsid: true},
+		})
 	})
 	for _, o := range outs {
 		o.closeWriter()
@@ -229,7 +232,8 @@ func runBackground(cfg *initConfig, rep *reporter) int {
 		return 125
 	}
 	rep.send(statusMsg{PID: os.Getpid()})
-	err := unix.Exec(path, cfg.Argv, cfg.Env)
+	var err error
+	withSlack(commandSlack(), func() { err = unix.Exec(path, cfg.Argv, cfg.Env) })
 	return execFailed(rep, cfg.Argv[0], err)
 }
 

@@ -99,7 +99,7 @@ func (m *machine) startSpareHeld(key spareKey, release <-chan struct{}) *spare {
 	sp.sock = conn.(*net.UnixConn)
 	peer := os.NewFile(uintptr(fds[1]), "init")
 	attr := &os.ProcAttr{
-		Env:   machineEnv(),
+		Env:   machineEnv(commandSlack()),
 		Files: []*os.File{nil, nil, nil, peer},
 		Sys:   &syscall.SysProcAttr{},
 	}

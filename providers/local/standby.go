@@ -628,7 +628,7 @@ func (p *Provider) spawnStandby() error {
 		files = append(files, old) // standbyOldWatchFD
 	}
 	cmd := p.initCmd(files)
-	err = cmd.Start()
+	withSlack(monitorSlack, func() { err = cmd.Start() })
 	ctlR.Close()
 	if err != nil {
 		os.Remove(filepath.Join(dir, tmp))

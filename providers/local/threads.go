@@ -56,7 +56,12 @@ func reserveThreads(n int) {
 const machineProcs = 1
 
 // machineEnv is the whole environment of an init or a runner: nothing of
-// the host's, and the runtime bounded to machineProcs.
-func machineEnv() []string {
-	return []string{"GOMAXPROCS=" + strconv.Itoa(machineProcs)}
+// the host's, the runtime bounded to machineProcs, and slack, the timer
+// slack of the commands it starts (see slack.go; left out when 0).
+func machineEnv(slack int) []string {
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(machineProcs)}
+	if slack > 0 {
+		env = append(env, slackEnv+"="+strconv.Itoa(slack))
+	}
+	return env
 }

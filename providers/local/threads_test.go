@@ -61,8 +61,9 @@ func TestInitThreadsBounded(t *testing.T) {
 	// Its runtime runs Go code on machineProcs threads at most, however
 	// many CPUs the host has. (Only root may look into the undumpable
 	// init.)
-	if env, err := os.ReadFile("/proc/" + pid + "/environ"); os.Geteuid() == 0 && (err != nil || string(env) != "GOMAXPROCS=1\x00") {
-		t.Errorf("the init's environment: %q (%v); want GOMAXPROCS=1 alone", env, err)
+	want := "GOMAXPROCS=1\x00" + slackEnv + "=" + strconv.Itoa(threadSlack()) + "\x00"
+	if env, err := os.ReadFile("/proc/" + pid + "/environ"); os.Geteuid() == 0 && (err != nil || string(env) != want) {
+		t.Errorf("the init's environment: %q (%v); want %q alone", env, err, want)
 	}
 	before := threadsOf(t, pid)
 	const ops = 32
