@@ -1353,22 +1353,25 @@ func receiveOp(sock int) (got bool, err error) {
 		}
 		return true, fmt.Errorf("got %d descriptors, want %d", len(fds), opFDs)
 	}
-	// Out of the way first (one may sit where another goes), then to
-	// their places. sock must sit above them all.
-	high := make([]int, opFDs)
-	for i, fd := range fds {
-		h, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 16)
-		if err != nil {
-			return true, err
+	// The places are held (holdFDs), so the descriptors arrive above
+	// them all and go straight there; should one arrive in a place,
+	// they all move out of the way first. sock must sit above them all.
+	targets := [opFDs]int{ctlFD, statusFD, 0, 1, 2}
+	if slices.ContainsFunc(fds, func(fd int) bool { return fd <= max(ctlFD, statusFD, 2) }) {
+		for i, fd := range fds {
+			h, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 16)
+			if err != nil {
+				return true, err
+			}
+			unix.Close(fd)
+			fds[i] = h
 		}
-		unix.Close(fd)
-		high[i] = h
 	}
-	for i, target := range []int{ctlFD, statusFD, 0, 1, 2} {
-		if err := unix.Dup3(high[i], target, 0); err != nil {
+	for i, target := range targets {
+		if err := unix.Dup3(fds[i], target, 0); err != nil {
 			return true, err
 		}
-		unix.Close(high[i])
+		unix.Close(fds[i])
 	}
 	return true, nil
 }

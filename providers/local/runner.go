@@ -101,12 +101,7 @@ func (d *drains) wait() { d.wg.Wait() }
 // call while the command runs, so the runtime's monitor sleeps instead of
 // waking every few tens of microseconds on the CPU the command runs on.
 func waitWatching(pid int) int {
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return waitFor(pid)
-	}
-	exited, err := watch(pidfd, "command")
-	unix.Close(pidfd)
+	exited, err := watchExit(pid)
 	if err != nil {
 		return waitFor(pid)
 	}
@@ -134,6 +129,22 @@ func waitWatching(pid int) int {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 	}
 	return waitFor(pid)
+}
+
+// watchExit returns a pidfd of the process pid in the runtime's poller,
+// which reports it readable once the process exited. A pidfd made
+// non-blocking is this runner's alone and goes into the poller as it is;
+// a kernel without PIDFD_NONBLOCK (before Linux 5.10) gets watch.
+func watchExit(pid int) (*os.File, error) {
+	pidfd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err == nil {
+		return os.NewFile(uintptr(pidfd), "command"), nil
+	}
+	if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
+		return nil, err
+	}
+	defer unix.Close(pidfd)
+	return watch(pidfd, "command")
 }
 
 // drainedToEnd reads and drops what is in the pipe fd without blocking and
