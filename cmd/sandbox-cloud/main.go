@@ -20,6 +20,7 @@ import (
 	// First: the program starts on one processor (see package procs).
 	_ "github.com/agentbox/sandbox/internal/procs/start"
 
+	"github.com/agentbox/sandbox/internal/builds"
 	"github.com/agentbox/sandbox/internal/cli"
 	"github.com/agentbox/sandbox/providers/all"
 	"github.com/agentbox/sandbox/providers/daytona"
@@ -30,11 +31,21 @@ import (
 	"github.com/agentbox/sandbox/providers/runloop"
 )
 
+// sandboxBeside is the program sandbox installed beside this one when it
+// is the same build (the local provider starts its inits from it), else "".
+func sandboxBeside() string {
+	exe := cli.Beside("sandbox")
+	if exe == "" || !builds.Same(exe) {
+		return ""
+	}
+	return exe
+}
+
 func main() {
 	// Without sandbox beside it, the local provider re-executes this
 	// binary as the sandbox's init.
 	local.MaybeRunInit()
 	reg := all.Registry(e2b.Registration(), daytona.Registration(), runloop.Registration(), modal.Registration(),
-		local.RegistrationWith(cli.Beside("sandbox")))
+		local.RegistrationWith(sandboxBeside))
 	os.Exit(cli.RunSystem(reg, httpguard.ServeEmulator))
 }

@@ -31,4 +31,4 @@ func Registration() providers.Registration {
 func MaybeRunInit() {}
 
 // RegistrationWith is Registration: outside Linux no init is started.
-func RegistrationWith(string) providers.Registration { return Registration() }
+func RegistrationWith(func() string) providers.Registration { return Registration() }

@@ -30,16 +30,16 @@ const Name = "local"
 var capabilities = providers.Capabilities{Network: true, Labels: true, Stdin: true, Resources: true, EndsWithCaller: true}
 
 // Registration describes the provider to the registry.
-func Registration() providers.Registration { return RegistrationWith("") }
+func Registration() providers.Registration { return RegistrationWith(nil) }
 
 // RegistrationWith is Registration for a program that links more than its
 // inits need (sandbox-cloud links the cloud providers' clients and Modal's
 // SDK, whose size and package initialisers would cost every init and
-// runner): the provider starts its inits, runners and reapers from exe,
-// another program of the release (the program sandbox), when its build
-// information matches this program's (see sameBuild); else, or when exe
-// is "", from this program.
-func RegistrationWith(exe string) providers.Registration {
+// runner): the provider starts its inits, runners and reapers from the
+// program exe names as it is made, another program of the release (the
+// program sandbox, when its build matches this one's: see builds.Same);
+// when exe is nil or names none, from this program.
+func RegistrationWith(exe func() string) providers.Registration {
 	return providers.Registration{
 		Name:         Name,
 		Description:  "sandboxes on this Linux machine: namespaces, overlayfs, Landlock, seccomp, limits; no daemon",
@@ -49,8 +49,10 @@ func RegistrationWith(exe string) providers.Registration {
 			if err != nil {
 				return nil, err
 			}
-			if exe != "" && sameBuild(exe) {
-				p.exe, p.identity = exe, exeIdentity(exe)
+			if exe != nil {
+				if e := exe(); e != "" {
+					p.exe = e
+				}
 			}
 			return p, nil
 		},
@@ -81,9 +83,11 @@ type Provider struct {
 	// runners) and as reapers: this one (/proc/self/exe) unless
 	// RegistrationWith named another build of it; identity names its
 	// standby machines (exeIdentity), which only a start by the same
-	// build claims. A running machine is reached by any build of its
-	// protocol version (machineSockName).
+	// build claims, found when first needed (exeID): an operation on a
+	// running machine needs none. A running machine is reached by any
+	// build of its protocol version (machineSockName).
 	exe, identity string
+	identityOnce  sync.Once
 	// spread says that the file system spreads the directories made in
 	// dir and in the work slots across its block groups (see
 	// spreadChildren).
@@ -138,7 +142,7 @@ func New(cfg providers.Config) (*Provider, error) {
 			return nil, fmt.Errorf("local: create state directory: %w", err)
 		}
 	}
-	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), exe: selfExe, identity: exeIdentity(selfExe), weak: cfg.Lookup(weakEnvVar) == "1",
+	p := &Provider{dir: dir, uid: os.Getuid(), gid: os.Getgid(), exe: selfExe, weak: cfg.Lookup(weakEnvVar) == "1",
 		standby: cfg.Lookup(standbyEnvVar) != "0"}
 	p.spread = spreadChildren(dir)
 	p.home = homeDir(p.uid)
@@ -147,6 +151,16 @@ func New(cfg providers.Config) (*Provider, error) {
 	p.hostHome = os.Getenv("HOME")
 	p.stateDir = cfg.StateDir
 	return p, nil
+}
+
+// exeID is identity, found once first needed (unless set before).
+func (p *Provider) exeID() string {
+	p.identityOnce.Do(func() {
+		if p.identity == "" {
+			p.identity = exeIdentity(p.exe)
+		}
+	})
+	return p.identity
 }
 
 // hostFacts are what the provider learns of the host to build machines.

@@ -486,7 +486,7 @@ func (p *Provider) standbyKey() string {
 	h := fnv.New64a()
 	b, _ := readFile("/proc/self/mountinfo")
 	h.Write(b)
-	return p.identity + "." + strconv.FormatUint(h.Sum64(), 36)
+	return p.exeID() + "." + strconv.FormatUint(h.Sum64(), 36)
 }
 
 // standbyCgroup names a standby init's cgroups until a claim renames them.

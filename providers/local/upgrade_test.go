@@ -35,7 +35,7 @@ func TestAnotherBuildKeepsTheMachine(t *testing.T) {
 	defer other.Close()
 	other.exe = copyTestBinary(t) // another build: its own identity
 	other.identity = exeIdentity(other.exe)
-	if other.identity == p.identity {
+	if other.identity == p.exeID() {
 		t.Fatal("the copy of the binary has the same identity")
 	}
 	if got := mustRun(t, other, id, "cat /tmp/mark"); got != "kept\n" {
