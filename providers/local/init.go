@@ -235,16 +235,7 @@ func runCommand(cfg *initConfig, rep *reporter) int {
 		return code
 	}
 	fmt.Fprint(os.Stderr, weakBanner)
-	var pid int
-	var err error
-	withSlack(commandSlack(), func() {
-		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
-			Dir:   cwd,
-			Env:   cfg.Env,
-			Files: []uintptr{0, 1, 2},
-			Sys:   &syscall.SysProcAttr{Setsid: true},
-		})
-	})
+	pid, err := startCommand(path, cwd, cfg, []uintptr{0, 1, 2}, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		return execFailed(rep, cfg.Argv[0], err)
 	}

@@ -209,16 +209,7 @@ func runOnTerminal(cfg *initConfig, rep *reporter) int {
 	if !ok {
 		return code
 	}
-	var pid int
-	var err error
-	withSlack(commandSlack(), func() {
-		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
-			Dir:   cwd,
-			Env:   cfg.Env,
-			Files: []uintptr{0, 0, 0},
-			Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
-		})
-	})
+	pid, err := startCommand(path, cwd, cfg, []uintptr{0, 0, 0}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0})
 	_ = holdFDs(0, 1, 2)
 	if err != nil {
 		return execFailed(rep, cfg.Argv[0], err)

@@ -39,15 +39,7 @@ func (r *runner) runForeground(cfg *initConfig, rep *reporter) int {
 	for i, o := range outs {
 		o.use(1+i, r.null)
 	}
-	var pid int
-	withSlack(commandSlack(), func() {
-		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
-			Dir:   cwd,
-			Env:   cfg.Env,
-			Files: []uintptr{0, uintptr(outs[0].w), uintptr(outs[1].w)},
-			Sys:   &syscall.SysProcAttr{Setsid: true},
-		})
-	})
+	pid, err := startCommand(path, cwd, cfg, []uintptr{0, uintptr(outs[0].w), uintptr(outs[1].w)}, &syscall.SysProcAttr{Setsid: true})
 	for _, o := range outs {
 		o.closeWriter()
 	}

@@ -337,19 +337,30 @@ func servingRunner(t *testing.T, p *Provider, id string) (int, machineRecord) {
 	return runners[0], rec
 }
 
+// rootServingRunner is servingRunner in a new sandbox, for a test that
+// looks into the machine's undumpable processes, which takes root: without
+// it, the test logs that what takes root is covered by the root run.
+func rootServingRunner(t *testing.T, what string) (runner int, rec machineRecord, ok bool) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Log(what + " takes root; covered by the root run in CI")
+		return 0, machineRecord{}, false
+	}
+	p := newTestProvider(t)
+	runner, rec = servingRunner(t, p, newSandbox(t, p, providers.Spec{}))
+	return runner, rec, true
+}
+
 // TestIdleRunnerWaitsInPoller: a runner that served an operation waits
 // for the next in the runtime's poller (a thread in epoll_pwait), not in
 // a blocking receive on its socket to the init, which kept the runtime's
 // monitor thread waking, every few tens of microseconds, between one
 // operation and the next.
 func TestIdleRunnerWaitsInPoller(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Log("reading where another user's threads wait (/proc/PID/task/TID/syscall) takes root; covered by the root run in CI")
+	runner, _, ok := rootServingRunner(t, "reading where another user's threads wait (/proc/PID/task/TID/syscall)")
+	if !ok {
 		return
 	}
-	p := newTestProvider(t)
-	id := newSandbox(t, p, providers.Spec{})
-	runner, _ := servingRunner(t, p, id)
 	var calls map[int]int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		calls = threadSyscalls(t, runner)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,6 +52,16 @@ func commandSlack() int {
 		return 0
 	}
 	return ns
+}
+
+// startCommand forks and executes the user's command at path (its argv
+// and environment from cfg) in cwd, with files as its descriptors, from a
+// thread with the commands' timer slack.
+func startCommand(path, cwd string, cfg *initConfig, files []uintptr, sys *syscall.SysProcAttr) (pid int, err error) {
+	withSlack(commandSlack(), func() {
+		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{Dir: cwd, Env: cfg.Env, Files: files, Sys: sys})
+	})
+	return pid, err
 }
 
 // withSlack runs start, which starts a process, on a thread whose timer

@@ -53,13 +53,10 @@ func TestCommandsKeepTimerSlack(t *testing.T) {
 // its runner has the monitor's timer slack (their runtime's monitor among
 // them, which wakes with it), however the provider's own threads are set.
 func TestMachineRunsWithMonitorSlack(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Log("reading another process's timer slack takes CAP_SYS_NICE; covered by the root run in CI")
+	runner, rec, ok := rootServingRunner(t, "reading another process's timer slack (CAP_SYS_NICE)")
+	if !ok {
 		return
 	}
-	p := newTestProvider(t)
-	id := newSandbox(t, p, providers.Spec{})
-	runner, rec := servingRunner(t, p, id)
 	for _, proc := range []struct {
 		name string
 		pid  int
