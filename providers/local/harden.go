@@ -140,10 +140,7 @@ func applyLandlock(cfg *initConfig) (int, error) {
 // thread by applyLandlock.
 func dropPrivileges(cfg *initConfig) error {
 	for c := 0; c <= unix.CAP_LAST_CAP+8; c++ {
-		var err error
-		if _, _, e := psx.Syscall3(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 {
-			err = e
-		}
+		_, _, err := psx.Syscall3(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0)
 		if err == unix.EINVAL {
 			break
 		}
@@ -153,7 +150,7 @@ func dropPrivileges(cfg *initConfig) error {
 			// no capabilities it cannot gain any either.
 			break
 		}
-		if err != nil {
+		if err != 0 {
 			return fmt.Errorf("drop bounding capability %d: %w", c, err)
 		}
 	}

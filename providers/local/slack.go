@@ -74,11 +74,8 @@ func withSlack(ns int, start func()) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	was := threadSlack()
-	if was == ns || unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(ns), 0, 0, 0) != nil {
-		start()
-		return
+	if was := threadSlack(); was != ns && unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(ns), 0, 0, 0) == nil {
+		defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(was), 0, 0, 0)
 	}
-	defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(was), 0, 0, 0)
 	start()
 }

@@ -5,10 +5,14 @@ package local
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/sandbox/providers"
 )
@@ -39,6 +43,18 @@ func TestCommandsKeepTimerSlack(t *testing.T) {
 			t.Errorf("%s: timer slack %q, want %q", tc.name, got, want)
 		}
 	}
+	// On a terminal: the command is forked from another place.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := p.ExecTerminal(ctx, id, providers.ExecRequest{Argv: []string{"sh", "-c", "echo slack=$(cat /proc/self/timerslack_ns)."}}, providers.TerminalRequest{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, _ := io.ReadAll(s)
+	s.Close()
+	if !strings.Contains(string(term), "slack="+want+".") {
+		t.Errorf("command on a terminal printed %q, want slack=%s.", term, want)
+	}
 	pid := startBackground(t, p, id, "cat /proc/self/timerslack_ns")
 	var out bytes.Buffer
 	if _, err := p.Logs(context.Background(), id, pid, true, &out); err != nil {
@@ -46,6 +62,43 @@ func TestCommandsKeepTimerSlack(t *testing.T) {
 	}
 	if got := strings.TrimSpace(out.String()); got != want {
 		t.Errorf("background command: timer slack %q, want %q", got, want)
+	}
+}
+
+// TestWithSlack: a process started in withSlack starts with that slack,
+// and the starting thread has its own back afterwards.
+func TestWithSlack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ns   int
+		want func(own int) int
+	}{
+		{"monitor's", monitorSlack, func(int) int { return monitorSlack }},
+		{"an odd one", 123_456, func(int) int { return 123_456 }},
+		{"none given", 0, func(own int) int { return own }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			own := threadSlack()
+			cmd := exec.Command("cat", "/proc/self/timerslack_ns")
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			var err error
+			withSlack(tc.ns, func() { err = cmd.Start() })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := strings.TrimSpace(out.String()), strconv.Itoa(tc.want(own)); got != want {
+				t.Errorf("the process started with slack %s ns, want %s", got, want)
+			}
+			if got := threadSlack(); got != own {
+				t.Errorf("the thread's slack is %d ns afterwards, want its own %d back", got, own)
+			}
+		})
 	}
 }
 
