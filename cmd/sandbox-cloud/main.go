@@ -4,11 +4,12 @@
 //go:debug updatemaxprocs=0
 
 // Command sandbox-cloud is the program sandbox with the cloud providers
-// built in: the clients of E2B, Daytona and Runloop, Modal's (Modal's
-// official Go SDK), and the emulators of all four (`sandbox serve`). The
-// program sandbox hands every run that uses one of them (--sandbox e2b,
-// serve --api daytona, ...) to this one, installed beside it; it also
-// runs any other command as sandbox does. Local sandboxes it starts (the
+// and the interactive mode built in: the clients of E2B, Daytona and
+// Runloop, Modal's (Modal's official Go SDK), the emulators of all four
+// (`sandbox serve`), and the TUI of bare `sandbox`. The program sandbox
+// hands every run that uses one of them (--sandbox e2b, serve --api
+// daytona, bare sandbox on a terminal, ...) to this one, installed beside
+// it; it also runs any other command as sandbox does. Local sandboxes it starts (the
 // emulators') get their inits from the program sandbox beside it, of the
 // same build: they need nothing of the clients, whose size and package
 // initialisers would cost each.
@@ -22,6 +23,7 @@ import (
 
 	"github.com/agentbox/sandbox/internal/builds"
 	"github.com/agentbox/sandbox/internal/cli"
+	"github.com/agentbox/sandbox/internal/tui"
 	"github.com/agentbox/sandbox/providers/all"
 	"github.com/agentbox/sandbox/providers/daytona"
 	"github.com/agentbox/sandbox/providers/e2b"
@@ -47,5 +49,5 @@ func main() {
 	local.MaybeRunInit()
 	reg := all.Registry(e2b.Registration(), daytona.Registration(), runloop.Registration(), modal.Registration(),
 		local.RegistrationWith(sandboxBeside))
-	os.Exit(cli.RunSystem(reg, httpguard.ServeEmulator))
+	os.Exit(cli.RunSystem(reg, httpguard.ServeEmulator, tui.Mode{}))
 }

@@ -39,6 +39,20 @@ func TestRuntimeUpdatesOff(t *testing.T) {
 // `sandbox exec`, and of every start of a local sandbox's init and
 // runners.
 func TestNoHTTPInSandbox(t *testing.T) {
+	refuseDeps(t, "net/http", "crypto/tls", "google.golang.org/grpc")
+}
+
+// TestNoTUIInSandbox: the program sandbox links no TUI (bare `sandbox` on
+// a terminal is handed to sandbox-cloud, see TestTUIHandOver): Bubble Tea,
+// Lip Gloss and the rest were a twelfth of a cold `sandbox exec`.
+func TestNoTUIInSandbox(t *testing.T) {
+	refuseDeps(t, "github.com/agentbox/sandbox/internal/tui", "github.com/charmbracelet/bubbletea",
+		"github.com/charmbracelet/lipgloss", "github.com/charmbracelet/bubbles/textarea")
+}
+
+// refuseDeps fails the test for each of pkgs the program sandbox links.
+func refuseDeps(t *testing.T, pkgs ...string) {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +61,7 @@ func TestNoHTTPInSandbox(t *testing.T) {
 	if len(deps) < 50 {
 		t.Fatalf("go list -deps: %d packages, want the program's", len(deps))
 	}
-	for _, pkg := range []string{"net/http", "crypto/tls", "google.golang.org/grpc"} {
+	for _, pkg := range pkgs {
 		if slices.Contains(deps, pkg) {
 			t.Errorf("the program sandbox links %s", pkg)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox/sandbox/internal/cli"
 	"github.com/agentbox/sandbox/internal/events"
 	"github.com/agentbox/sandbox/internal/events/eventstest"
+	"github.com/agentbox/sandbox/internal/tui"
 	"github.com/agentbox/sandbox/providers/all"
 	"github.com/agentbox/sandbox/providers/daytona"
 	"github.com/agentbox/sandbox/providers/e2b"
@@ -28,11 +29,12 @@ func TestMain(m *testing.M) {
 	local.MaybeRunInit()
 	testscript.Main(cleanupBinary{m}, map[string]func(){
 		// The scripts' sandbox has the clients and emulators of E2B,
-		// Daytona and Runloop built in, as sandbox-cloud has (the hand-over
-		// to it is TestModalHandOver's and the served emulators' tests').
+		// Daytona and Runloop, and the TUI, built in, as sandbox-cloud has
+		// (the hand-over to it is TestModalHandOver's, the served
+		// emulators' tests' and the TUI's).
 		"sandbox": func() {
 			reg := all.Registry(e2b.Registration(), daytona.Registration(), runloop.Registration())
-			os.Exit(cli.RunSystem(reg, httpguard.ServeEmulator))
+			os.Exit(cli.RunSystem(reg, httpguard.ServeEmulator, tui.Mode{}))
 		},
 	})
 }

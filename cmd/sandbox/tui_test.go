@@ -382,16 +382,17 @@ func TestTUISignalsCleanUp(t *testing.T) {
 	}
 }
 
-// signal sends sig to the sandbox process running in the pane.
+// signal sends sig to the TUI running in the pane: the process sandbox
+// started, which replaced itself with sandbox-cloud (see TestTUIHandOver).
 func (s *tmuxSession) signal(sig syscall.Signal) {
 	s.t.Helper()
 	out, err := exec.Command("tmux", "-S", s.sock, "display", "-p", "-t", s.name, "#{pane_pid}").Output()
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	pid := childNamed(strings.TrimSpace(string(out)), "sandbox")
+	pid := childNamed(strings.TrimSpace(string(out)), "sandbox-cloud")
 	if pid == 0 {
-		s.t.Fatal("the sandbox process was not found under the pane's shell")
+		s.t.Fatal("the TUI's process was not found under the pane's shell")
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
 		s.t.Fatal(err)

@@ -17,9 +17,9 @@ import (
 	"github.com/agentbox/sandbox/internal/approval"
 	"github.com/agentbox/sandbox/internal/config"
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/interactive"
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/internal/procs"
-	"github.com/agentbox/sandbox/internal/tui"
 	"github.com/agentbox/sandbox/providers"
 	"github.com/agentbox/sandbox/setup"
 )
@@ -57,7 +57,7 @@ type App struct {
 	stream *eventStream
 	// bridge is the TUI's approver and event sink when bare `sandbox`
 	// opens the TUI; nil otherwise.
-	bridge *tui.Bridge
+	bridge interactive.Bridge
 }
 
 // armInterrupts makes SIGINT and SIGTERM cancel the root context, at once
@@ -135,7 +135,10 @@ func (a *App) init(cmd *cobra.Command) error {
 		}
 	}
 	if cmd == cmd.Root() && a.tuiTerminal() {
-		a.bridge = tui.NewBridge(a.streams.Err)
+		if a.deps.TUI == nil {
+			return a.handOverTUI()
+		}
+		a.bridge = a.deps.TUI.NewBridge(a.streams.Err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/providers"
 )
 
 // handedOverEnv is set in the environment of a program this one handed its
@@ -65,3 +66,27 @@ func (a *App) handOver(eng *engine.Engine, name, id string) (string, error) {
 	}
 	return provider, eng.HandOver(provider)
 }
+
+// handOverTUI hands bare `sandbox` on a terminal to the program that has
+// the interactive mode built in (see package interactive), before
+// anything read input or took the terminal; it returns only when it
+// could not.
+func (a *App) handOverTUI() error {
+	program := providers.CloudProgram
+	msg := "the interactive mode (bare sandbox on a terminal) is built into the program " + program + ", not this one"
+	if a.deps.Handoff == nil {
+		return &tuiUnavailableError{Msg: msg + ": run the same command with " + program}
+	}
+	err := a.deps.Handoff(program, a.args)
+	if err == nil {
+		err = errors.New("it did not start")
+	}
+	return &tuiUnavailableError{Msg: fmt.Sprintf("%s, which could not be started (%v): install %s beside this program or on PATH (go install github.com/agentbox/sandbox/cmd/%s); every verb (exec, read, write, ...) works without it", msg, err, program, program)}
+}
+
+// tuiUnavailableError says that this program has no interactive mode and
+// could not hand the run to the one that has: the run exits 125
+// (ExitSandbox), as one whose provider lives in that program does.
+type tuiUnavailableError struct{ Msg string }
+
+func (e *tuiUnavailableError) Error() string { return e.Msg }

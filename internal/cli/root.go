@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/agentbox/sandbox/internal/interactive"
 	"github.com/agentbox/sandbox/internal/output"
 	"github.com/agentbox/sandbox/providers"
 )
@@ -66,6 +67,10 @@ type Deps struct {
 	// Serve serves emulators (`sandbox serve`). Nil: the program has no
 	// emulator built in (sandbox; see providers.CloudProgram).
 	Serve ServeFunc
+	// TUI is the interactive mode of bare `sandbox` on a terminal
+	// (tui.Mode). Nil: the program has none built in (sandbox): such a
+	// run is handed to providers.CloudProgram (see package interactive).
+	TUI interactive.Mode
 }
 
 // ServeFunc serves the emulator em on ln until ctx ends, with at most
@@ -464,8 +469,9 @@ func verbOf(vs []verb, flags *pflag.FlagSet, args []string) (verb, bool) {
 // whole of a main. SIGINT and SIGTERM cancel the root context once the
 // verb arms them (Deps.ArmInterrupts); a provider built into another
 // program hands the run to it (ExecProgram). serve serves emulators
-// (Deps.Serve); nil in a program that has none.
-func RunSystem(reg *providers.Registry, serve ServeFunc) int {
+// (Deps.Serve), and tui is the interactive mode (Deps.TUI); each nil in a
+// program that has none.
+func RunSystem(reg *providers.Registry, serve ServeFunc, tui interactive.Mode) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	return Main(ctx, os.Args[1:], Deps{
@@ -476,6 +482,7 @@ func RunSystem(reg *providers.Registry, serve ServeFunc) int {
 		Handoff:       ExecProgram,
 		ArmInterrupts: interruptsCancel(ctx, cancel),
 		Serve:         serve,
+		TUI:           tui,
 	})
 }
 

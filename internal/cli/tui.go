@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/interactive"
 	"github.com/agentbox/sandbox/internal/output"
-	"github.com/agentbox/sandbox/internal/tui"
 )
 
 // tuiDefaultTTL is the lifetime of a sandbox the TUI creates when --ttl is
@@ -57,7 +57,7 @@ func (a *App) runTUI(cmd *cobra.Command) error {
 		editor = a.env.Get("EDITOR")
 	}
 	noColor := a.env.Get("NO_COLOR") != "" || a.env.Get("TERM") == "dumb"
-	res, err := tui.Run(ctx, tui.Options{
+	res, err := a.deps.TUI.Run(ctx, interactive.Options{
 		Open:     func(ctx context.Context) (*engine.Session, error) { return a.open(ctx, o) },
 		Bridge:   a.bridge,
 		Provider: provider,

@@ -153,15 +153,18 @@ func newModel(ctx context.Context, o Options) *model {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Bridge == nil {
-		o.Bridge = NewBridge(nil)
+	// A bridge is one NewBridge made (Options.Bridge).
+	bridge, _ := o.Bridge.(*Bridge)
+	if bridge == nil {
+		bridge = NewBridge(nil)
+		o.Bridge = bridge
 	}
 	if o.Out == nil {
 		o.Out = os.Stderr
 	}
 	st := NewStyles(o.Out, o.Color)
 	m := &model{
-		ctx: ctx, o: o, now: o.Now, keys: newKeyMap(), st: st, bridge: o.Bridge,
+		ctx: ctx, o: o, now: o.Now, keys: newKeyMap(), st: st, bridge: bridge,
 		opener: &opener{done: make(chan struct{})},
 		width:  80, height: 24,
 		mode:  approval.ModeSession,

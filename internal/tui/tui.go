@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -23,52 +22,25 @@ import (
 	_ "github.com/agentbox/sandbox/internal/tui/quiet"
 
 	"github.com/agentbox/sandbox/internal/engine"
+	"github.com/agentbox/sandbox/internal/interactive"
 )
 
 // Options configure Run.
-type Options struct {
-	// Open opens the session. It runs inside the TUI, so a setup script's
-	// output streams into the scrollback while a spinner turns.
-	Open func(ctx context.Context) (*engine.Session, error)
-	// Bridge is the approver the engine was built with, and the sink of its
-	// events and progress.
-	Bridge *Bridge
-	// Provider names the provider before the session is open.
-	Provider string
-	// Setup names the setup script, if any (shown while it runs).
-	Setup string
-	// Keep is --keep: a created sandbox is kept without asking.
-	Keep bool
-	// Timeout is the per-call timeout (--timeout); zero means none.
-	Timeout time.Duration
-	// In and Out are the terminal.
-	In  io.Reader
-	Out io.Writer
-	// Color is false for NO_COLOR or a terminal without colour.
-	Color bool
-	// Editor is $VISUAL or $EDITOR; empty means the built-in multi-line
-	// input.
-	Editor string
-	// Mask hides secrets in what is shown.
-	Mask func(string) string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// HistoryFile keeps the input history from one run to the next;
-	// empty means none.
-	HistoryFile string
-}
+type Options = interactive.Options
 
 // Result says how the TUI left the sandbox.
-type Result struct {
-	// ID and Provider name the sandbox (empty when it never opened).
-	ID, Provider string
-	// Created is true when this run created the sandbox.
-	Created bool
-	// Kept is true when a created sandbox was kept; Reattach then is the
-	// command that reopens it.
-	Kept     bool
-	Reattach string
-}
+type Result = interactive.Result
+
+// Mode is the interactive mode as the CLI opens it (Deps.TUI of package
+// cli): the program sandbox-cloud's, not the program sandbox's (see
+// package interactive).
+type Mode struct{}
+
+// NewBridge returns a new Bridge.
+func (Mode) NewBridge(fallback io.Writer) interactive.Bridge { return NewBridge(fallback) }
+
+// Run is Run.
+func (Mode) Run(ctx context.Context, o Options) (Result, error) { return Run(ctx, o) }
 
 // Run runs the TUI until the user leaves or ctx ends, and always closes the
 // session it opened (a created sandbox is deleted unless kept). The error is
@@ -83,7 +55,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(o.In), tea.WithOutput(o.Out),
 		tea.WithAltScreen(), tea.WithoutSignalHandler(), tea.WithReportFocus(), tea.WithMouseCellMotion())
 	_, perr := p.Run()
-	o.Bridge.Detach()
+	m.bridge.Detach()
 	if err := m.hist.save(o.HistoryFile); err != nil {
 		fmt.Fprintf(o.Out, "sandbox: warning: the input history was not saved: %s\n", err)
 	}
