@@ -104,16 +104,24 @@ func TestModalHandOver(t *testing.T) {
 	}
 
 	// The program alone: nothing to hand over to.
+	alone := aloneCopy(t, c.bin)
+	code, _, errOut = modal(alone, "", "exec", "--", "true")
+	if code != 125 || !strings.Contains(errOut, "install sandbox-cloud beside this program or on PATH") {
+		t.Errorf("--sandbox modal without sandbox-cloud: exit %d, stderr %q; want 125 and what to install", code, errOut)
+	}
+}
+
+// aloneCopy copies the program bin into a directory of its own, where no
+// sandbox-cloud is beside it, and returns the copy's path.
+func aloneCopy(t *testing.T, bin string) string {
+	t.Helper()
 	alone := filepath.Join(t.TempDir(), "sandbox")
-	b, err := os.ReadFile(c.bin)
+	b, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(alone, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = modal(alone, "", "exec", "--", "true")
-	if code != 125 || !strings.Contains(errOut, "install sandbox-cloud beside this program or on PATH") {
-		t.Errorf("--sandbox modal without sandbox-cloud: exit %d, stderr %q; want 125 and what to install", code, errOut)
-	}
+	return alone
 }

@@ -32,14 +32,7 @@ func TestTUIHandOver(t *testing.T) {
 	quitDeleting(t, s, c)
 
 	// The program alone: nothing to hand over to.
-	alone := filepath.Join(t.TempDir(), "sandbox")
-	b, err := os.ReadFile(c.bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(alone, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	alone := aloneCopy(t, c.bin)
 	env := append(c.command().Env[1:], "PATH=/usr/bin:/bin")
 	s = startTmuxSized(t, t.TempDir(), env, alone, 200, 20)
 	scr := strings.ReplaceAll(s.waitFor("EXIT="), "\n", "")
