@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,10 +158,10 @@ func findKey(n *yaml.Node, key string) (int, int) {
 // yamlError turns a yaml.v3 error ("yaml: line 3: ...") into a PlanError.
 func yamlError(name string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	var line int
-	if _, scanErr := fmt.Sscanf(msg, "line %d:", &line); scanErr == nil {
-		_, rest, _ := strings.Cut(msg, ":")
-		return &PlanError{File: name, Line: line, Msg: strings.TrimSpace(rest)}
+	if num, rest, ok := strings.Cut(strings.TrimPrefix(msg, "line "), ":"); ok && strings.HasPrefix(msg, "line ") {
+		if line, err := strconv.Atoi(num); err == nil {
+			return &PlanError{File: name, Line: line, Msg: strings.TrimSpace(rest)}
+		}
 	}
 	return &PlanError{File: name, Line: 1, Msg: msg}
 }

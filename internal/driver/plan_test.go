@@ -57,6 +57,7 @@ func TestParsePlanErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, src, want string }{
 		{"not yaml", "steps: [\n", "plan.yaml:1: did not find expected node content"},
+		{"not yaml further down", "steps:\n  - exec: ls\n  - exec: [\n", "plan.yaml:3: did not find expected node content"},
 		{"empty", "", "plan.yaml:1: empty plan"},
 		{"no list", "steps: 3\n", "plan.yaml:1:8: steps must be a list"},
 		{"unknown top", "stepz: []\n", "plan.yaml:1:1: unknown field \"stepz\""},

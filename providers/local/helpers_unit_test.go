@@ -289,3 +289,25 @@ func TestRunnerGone(t *testing.T) {
 		t.Error("a process that does not exist counts as usable")
 	}
 }
+
+func TestParseRecord(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    machineRecord
+		wantErr bool
+	}{
+		{in: "123 456\n", want: machineRecord{pid: 123, start: 456}},
+		{in: "  7 18446744073709551615 and more", want: machineRecord{pid: 7, start: 1<<64 - 1}},
+		{in: "123", wantErr: true},
+		{in: "", wantErr: true},
+		{in: "x 1", wantErr: true},
+		{in: "1 -2", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := parseRecord(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("parseRecord(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

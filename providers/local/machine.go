@@ -150,11 +150,30 @@ func readMachineRecord(dir string) (machineRecord, error) {
 	if err != nil {
 		return machineRecord{}, err
 	}
-	var r machineRecord
-	if _, err := fmt.Sscanf(string(b), "%d %d", &r.pid, &r.start); err != nil {
+	r, err := parseRecord(string(b))
+	if err != nil {
 		return machineRecord{}, fmt.Errorf("machine pid file: %w", err)
 	}
 	return r, nil
+}
+
+// parseRecord reads a record written as "pid starttime" (what follows is
+// ignored), with strconv rather than fmt's reflective scanner: every CLI
+// call reads its machine's.
+func parseRecord(s string) (machineRecord, error) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return machineRecord{}, fmt.Errorf("%q is not \"pid starttime\"", s)
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		return machineRecord{}, err
+	}
+	start, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return machineRecord{}, err
+	}
+	return machineRecord{pid: pid, start: start}, nil
 }
 
 // procStartTime reads the start time of pid (field 22 of /proc/pid/stat).

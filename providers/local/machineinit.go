@@ -535,8 +535,7 @@ func (m *machine) retire(force bool) bool {
 	m.stopping = true
 	m.mu.Unlock()
 	if b, err := readAt(m.dir, machinePidFile); err == nil {
-		var pid int
-		if _, err := fmt.Sscanf(string(b), "%d", &pid); err == nil && pid == m.cfg.HostPID {
+		if rec, err := parseRecord(string(b)); err == nil && rec.pid == m.cfg.HostPID {
 			_ = unix.Unlinkat(int(m.dir.Fd()), machinePidFile, 0)
 			_ = unix.Unlinkat(int(m.dir.Fd()), machineSockName(), 0)
 		}

@@ -340,8 +340,8 @@ func endWeakRuns(dir string) {
 		if err != nil {
 			continue
 		}
-		var rec machineRecord
-		if _, err := fmt.Sscanf(string(b), "%d %d", &rec.pid, &rec.start); err != nil {
+		rec, err := parseRecord(string(b))
+		if err != nil {
 			continue
 		}
 		_ = signalRecorded(rec, unix.SIGTERM)
