@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,9 +212,13 @@ func copyTestBinary(t *testing.T) string {
 // TestUnmapCode checks that an idle init gives back the pages of its
 // binary's code and constant data even when another process maps them
 // too (the standby machine and the other machines run the same binary:
-// MADV_PAGEOUT left those resident): after unmapCode, at most a third of
-// a process's resident read-only file pages are still resident (the code
-// between it and the count touches some again), and the code still runs.
+// MADV_PAGEOUT left those resident): after unmapCode, at most half of a
+// process's resident read-only file pages are still resident, and the
+// code still runs. What runs between the unmap and the count maps some
+// back: the count itself, and under -race the race runtime's own thread
+// (from a fourth locally to two fifths on a loaded CI host); a collection
+// would add more, so there is none. An unmap that did nothing leaves
+// them all.
 // The process is a second one of this test binary, whose pages this one
 // maps.
 func TestUnmapCode(t *testing.T) {
@@ -236,11 +241,12 @@ func TestUnmapCode(t *testing.T) {
 		return total
 	}
 	if os.Getenv("SANDBOX_TEST_UNMAP") == "1" {
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		before := resident()
 		unmapCode()
 		after := resident()
-		if after > before/3 {
-			t.Errorf("resident read-only file pages: %d KiB before, %d KiB after; want at most a third", before, after)
+		if after > before/2 {
+			t.Errorf("resident read-only file pages: %d KiB before, %d KiB after; want at most half", before, after)
 		}
 		if got := strings.Repeat("ok", 2); got != "okok" {
 			t.Errorf("code after the unmap: %q", got)
