@@ -33,7 +33,13 @@ func TestTUIHandOver(t *testing.T) {
 
 	// The program alone: nothing to hand over to.
 	alone := aloneCopy(t, c.bin)
-	env := append(c.command().Env[1:], "PATH=/usr/bin:/bin")
+	// Nor on PATH: the system's directories only.
+	env := []string{"PATH=/usr/bin:/bin"}
+	for _, e := range c.command().Env {
+		if !strings.HasPrefix(e, "PATH=") {
+			env = append(env, e)
+		}
+	}
 	s = startTmuxSized(t, t.TempDir(), env, alone, 200, 20)
 	scr := strings.ReplaceAll(s.waitFor("EXIT="), "\n", "")
 	if !strings.Contains(scr, "EXIT=125") || !strings.Contains(scr, "install sandbox-cloud beside this program or on PATH") {

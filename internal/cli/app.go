@@ -170,9 +170,7 @@ func (a *App) Engine() (*engine.Engine, error) {
 		Mask:            a.masker.String,
 		Progress:        a.streams.Err,
 	}
-	if a.deps.Handoff != nil {
-		opts.Handoff = func(program string) error { return a.deps.Handoff(program, a.args) }
-	}
+	opts.Handoff = a.handoff()
 	if a.stream != nil {
 		opts.RunID = a.stream.runID
 		opts.Events = a.stream.engineEvent

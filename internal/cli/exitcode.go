@@ -65,7 +65,6 @@ func exitCode(err error) int {
 		createE *engine.CreateError
 		unavail *engine.UnavailableError
 		auditE  *approval.AuditError
-		noTUI   *tuiUnavailableError
 	)
 	switch {
 	case err == nil:
@@ -82,7 +81,7 @@ func exitCode(err error) int {
 		return ExitDenied
 	case errors.Is(err, providers.ErrAuth):
 		return ExitCredentials
-	case errors.As(err, &setupE), errors.As(err, &createE), errors.As(err, &unavail), errors.As(err, &noTUI):
+	case errors.As(err, &setupE), errors.As(err, &createE), errors.As(err, &unavail):
 		return ExitSandbox
 	case errors.Is(err, providers.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return ExitTimeout

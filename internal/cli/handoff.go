@@ -70,23 +70,18 @@ func (a *App) handOver(eng *engine.Engine, name, id string) (string, error) {
 // handOverTUI hands bare `sandbox` on a terminal to the program that has
 // the interactive mode built in (see package interactive), before
 // anything read input or took the terminal; it returns only when it
-// could not.
+// could not, with an UnavailableError (exit 125, as for a provider that
+// lives in that program).
 func (a *App) handOverTUI() error {
-	program := providers.CloudProgram
-	msg := "the interactive mode (bare sandbox on a terminal) is built into the program " + program + ", not this one"
-	if a.deps.Handoff == nil {
-		return &tuiUnavailableError{Msg: msg + ": run the same command with " + program}
-	}
-	err := a.deps.Handoff(program, a.args)
-	if err == nil {
-		err = errors.New("it did not start")
-	}
-	return &tuiUnavailableError{Msg: fmt.Sprintf("%s, which could not be started (%v): install %s beside this program or on PATH (go install github.com/agentbox/sandbox/cmd/%s); every verb (exec, read, write, ...) works without it", msg, err, program, program)}
+	msg := engine.HandOverTo("the interactive mode (bare sandbox on a terminal)", providers.CloudProgram, a.handoff())
+	return &engine.UnavailableError{Err: errors.New(msg)}
 }
 
-// tuiUnavailableError says that this program has no interactive mode and
-// could not hand the run to the one that has: the run exits 125
-// (ExitSandbox), as one whose provider lives in that program does.
-type tuiUnavailableError struct{ Msg string }
-
-func (e *tuiUnavailableError) Error() string { return e.Msg }
+// handoff is Deps.Handoff given this run's arguments (engine.Options.Handoff);
+// nil when the program cannot hand over.
+func (a *App) handoff() func(program string) error {
+	if a.deps.Handoff == nil {
+		return nil
+	}
+	return func(program string) error { return a.deps.Handoff(program, a.args) }
+}

@@ -158,7 +158,8 @@ func findKey(n *yaml.Node, key string) (int, int) {
 // yamlError turns a yaml.v3 error ("yaml: line 3: ...") into a PlanError.
 func yamlError(name string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if num, rest, ok := strings.Cut(strings.TrimPrefix(msg, "line "), ":"); ok && strings.HasPrefix(msg, "line ") {
+	if after, ok := strings.CutPrefix(msg, "line "); ok {
+		num, rest, _ := strings.Cut(after, ":")
 		if line, err := strconv.Atoi(num); err == nil {
 			return &PlanError{File: name, Line: line, Msg: strings.TrimSpace(rest)}
 		}

@@ -171,20 +171,30 @@ func (e *Engine) HandOver(name string) error {
 // Only a run that has used no other provider yet is handed over: the
 // program runs it again from the start. e.mu is held.
 func (e *Engine) handOver(reg providers.Registration) *UnavailableError {
-	msg := fmt.Sprintf("the %s provider is built into the program %s, not this one", reg.Name, reg.Program)
-	switch {
-	case len(e.providers) > 0:
-		msg += ", and this run has used another provider already: run the same command with " + reg.Program
-	case e.opts.Handoff == nil:
-		msg += ": run the same command with " + reg.Program
-	default:
-		err := e.opts.Handoff(reg.Program)
-		if err == nil {
-			err = errors.New("it did not start")
-		}
-		msg += fmt.Sprintf(", which could not be started (%v): install %s beside this program or on PATH (go install github.com/agentbox/sandbox/cmd/%s)", err, reg.Program, reg.Program)
+	what := "the " + reg.Name + " provider"
+	var msg string
+	if len(e.providers) > 0 {
+		msg = fmt.Sprintf("%s is built into the program %s, not this one, and this run has used another provider already: run the same command with %s", what, reg.Program, reg.Program)
+	} else {
+		msg = HandOverTo(what, reg.Program, e.opts.Handoff)
 	}
 	return &UnavailableError{Provider: reg.Name, Err: providers.Errorf(providers.ErrUnavailable, reg.Name, "start", "%s", msg)}
+}
+
+// HandOverTo replaces the process with program, which has what built in
+// (a provider, the interactive mode), through handoff (Options.Handoff);
+// it returns only when that could not be done, with what to do instead.
+// Nil handoff: it cannot.
+func HandOverTo(what, program string, handoff func(program string) error) string {
+	msg := what + " is built into the program " + program + ", not this one"
+	if handoff == nil {
+		return msg + ": run the same command with " + program
+	}
+	err := handoff(program)
+	if err == nil {
+		err = errors.New("it did not start")
+	}
+	return fmt.Sprintf("%s, which could not be started (%v): install %s beside this program or on PATH (go install github.com/agentbox/sandbox/cmd/%s)", msg, err, program, program)
 }
 
 // Gated returns the named provider behind the approval gate, for serving it

@@ -153,7 +153,7 @@ func newModel(ctx context.Context, o Options) *model {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	// A bridge is one NewBridge made (Options.Bridge).
+	// A bridge is one NewBridge made (Options.Bridge, checked by Run).
 	bridge, _ := o.Bridge.(*Bridge)
 	if bridge == nil {
 		bridge = NewBridge(nil)

@@ -47,6 +47,10 @@ func (Mode) Run(ctx context.Context, o Options) (Result, error) { return Run(ctx
 // the one that kept the session from opening (a failed setup, say), or the
 // program's own.
 func Run(ctx context.Context, o Options) (Result, error) {
+	if _, ok := o.Bridge.(*Bridge); o.Bridge != nil && !ok {
+		// Its approvals and events would never reach this TUI.
+		return Result{Provider: o.Provider}, fmt.Errorf("tui: a bridge of type %T, not one NewBridge made", o.Bridge)
+	}
 	m := newModel(ctx, o)
 	m.hist.load(o.HistoryFile)
 	// Signals are the root context's business (SIGINT/SIGTERM cancel ctx,
